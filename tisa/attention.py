@@ -443,15 +443,24 @@ class TisaSelfAttention(nn.Module):
         self.scorer = None if scoring is None else build(scoring, num_heads, **scoring_options)
 
     def forward(self, x: Tensor, padding_mask: Tensor | None = None) -> Tensor:
-        """x (B, L, hidden) and optional padding_mask (B, L) bool (True = token) -> (B, L, hidden)."""
-        b, l, c = x.shape
-        q, k, v = self.qkv(x).view(b, l, 3, self.num_heads, self.head_dim).unbind(2)
+        """Self-attention over ``x``.
+
+        Args:
+            x: (B, L, hidden) inputs.
+            padding_mask: optional (B, L) bool, True for real tokens.
+
+        Returns:
+            (B, L, hidden).
+        """
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, self.num_heads, self.head_dim).unbind(2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, L, D)
         mask = None
         if padding_mask is not None:
-            if padding_mask.shape != (b, l):
+            if padding_mask.shape != (b, n):
                 raise ValueError(
-                    f"padding_mask must have shape (B, L) = {(b, l)}, got {tuple(padding_mask.shape)}"
+                    f"padding_mask must have shape (B, L) = {(b, n)}, "
+                    f"got {tuple(padding_mask.shape)}"
                 )
             mask = padding_mask.bool()[:, None, None, :]  # (B, 1, 1, L)
         y = attention(
@@ -464,4 +473,4 @@ class TisaSelfAttention(nn.Module):
             dropout_p=self.dropout if self.training else 0.0,
             backend=self.backend,
         )  # (B, H, L, D)
-        return self.out(y.transpose(1, 2).reshape(b, l, c))
+        return self.out(y.transpose(1, 2).reshape(b, n, c))
