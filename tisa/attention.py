@@ -44,7 +44,7 @@ Backend = Literal["auto", "eager", "sdpa", "flex"]
 BACKENDS: tuple[str, ...] = ("auto", "eager", "sdpa", "flex")
 
 # Peak number of logit elements the sdpa backward materialises at once (per tensor).
-_BACKWARD_CHUNK_ELEMENTS = 1 << 23
+_BACKWARD_CHUNK_ELEMENTS = 1 << 20
 
 
 def attention(
@@ -312,31 +312,36 @@ class _BiasedSDPA(torch.autograd.Function):
     def backward(ctx, grad_out):
         q, k, v, out, tab, add = ctx.saved_tensors
         scale = ctx.scale
-        b, h, lq, _ = q.shape
+        b, h, lq, d = q.shape
         lk = k.shape[-2]
         dense = bias_lib.expand(tab, lq, lk)  # (H, Lq, Lk)
-        grad_out = grad_out.contiguous()
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        if add is not None:
+            add = add.expand(b, h, lq, lk).reshape(b * h, lq, lk)  # a view, no copy
+        # Work on (B*H) slices, a chunk at a time, so the recomputed (chunk, Lq, Lk)
+        # probabilities stay cache-sized and nothing quadratic outlives the loop.
+        qf, kf, vf = (t.reshape(b * h, -1, t.shape[-1]) for t in (q, k, v))
+        go = grad_out.reshape(b * h, lq, -1)
+        delta = (go * out.reshape(b * h, lq, -1)).sum(-1, keepdim=True)  # (B*H, Lq, 1)
+        dq, dk, dv = torch.empty_like(qf), torch.empty_like(kf), torch.empty_like(vf)
         dlogits = torch.zeros(h, lq, lk, dtype=torch.float32, device=q.device)
-        chunk = max(1, _BACKWARD_CHUNK_ELEMENTS // (h * lq * lk))
-        delta = (grad_out * out).sum(-1, keepdim=True)  # (B, H, Lq, 1)
-        for s in range(0, b, chunk):
-            e = min(b, s + chunk)
-            qs, ks, vs, gs = q[s:e], k[s:e], v[s:e], grad_out[s:e]
-            logits = torch.matmul(qs, ks.transpose(-1, -2)).mul_(scale).add_(dense)
+        heads = torch.arange(b * h, device=q.device) % h
+        chunk = max(1, _BACKWARD_CHUNK_ELEMENTS // (lq * lk))
+        for s in range(0, b * h, chunk):
+            e = min(b * h, s + chunk)
+            qs, ks, vs, gs = qf[s:e], kf[s:e], vf[s:e], go[s:e]
+            logits = torch.baddbmm(dense[heads[s:e]], qs, ks.transpose(1, 2), alpha=scale)
             if add is not None:
-                logits.add_(add if add.shape[0] == 1 else add[s:e])
-            probs = torch.softmax(logits, dim=-1)  # (b, H, Lq, Lk)
+                logits.add_(add[s:e])
+            probs = torch.softmax(logits, dim=-1)  # (n, Lq, Lk)
             del logits
-            dv[s:e] = torch.matmul(probs.transpose(-1, -2), gs)
-            dprobs = torch.matmul(gs, vs.transpose(-1, -2))  # (b, H, Lq, Lk)
-            dscores = dprobs.sub_(delta[s:e]).mul_(probs)  # in place: dS
+            dv[s:e] = torch.bmm(probs.transpose(1, 2), gs)
+            dscores = torch.bmm(gs, vs.transpose(1, 2)).sub_(delta[s:e]).mul_(probs)  # dS
             del probs
-            dlogits += dscores.sum(0, dtype=torch.float32)
-            dq[s:e] = torch.matmul(dscores, ks).mul_(scale)
-            dk[s:e] = torch.matmul(dscores.transpose(-1, -2), qs).mul_(scale)
+            dlogits.index_add_(0, heads[s:e], dscores.float())
+            dq[s:e] = torch.bmm(dscores, ks).mul_(scale)
+            dk[s:e] = torch.bmm(dscores.transpose(1, 2), qs).mul_(scale)
         dtab = bias_lib.diagonal_sums(dlogits).to(tab.dtype)
-        return dq, dk, dv, dtab, None, None
+        return dq.view_as(q), dk.view_as(k), dv.view_as(v), dtab, None, None
 
 
 _FLEX = None

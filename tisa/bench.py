@@ -1,0 +1,276 @@
+"""Benchmarks measured side by side: every figure is a ratio against a baseline run in the
+same process, repetitions interleaved so that machine noise hits all variants alike.
+
+``tisa bench attention`` times attention with the RBF scorer on each backend (and the
+straightforward dense construction of the bias) against
+:func:`torch.nn.functional.scaled_dot_product_attention` without any positional bias.
+
+Peak memory on CPU is read from the kernel (``VmHWM`` in ``/proc/self/status``, reset
+through ``/proc/self/clear_refs`` before each measurement); run under
+``MALLOC_MMAP_THRESHOLD_=65536`` (the benchmark script re-executes itself with it) so freed
+tensors go back to the system and do not hide the next variant's allocations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import re
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from tisa import bias as bias_lib
+from tisa import scoring
+from tisa.attention import attention
+
+HELP = "Run the attention benchmark (ratios against SDPA without positional bias)."
+
+
+# ------------------------------------------------------------------ measurement
+
+
+def _status(field_name: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            m = re.search(rf"{field_name}:\s+(\d+) kB", f.read())
+    except OSError:
+        return None
+    return int(m.group(1)) * 1024 if m else None
+
+
+def peak_memory(fn: Callable[[], object]) -> int | None:
+    """Extra resident memory (bytes) at the peak of ``fn()``; None where unmeasurable."""
+    gc.collect()
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset the high-water mark
+    except OSError:
+        fn()
+        return None
+    before = _status("VmRSS")
+    fn()
+    hwm = _status("VmHWM")
+    if before is None or hwm is None:
+        return None
+    return max(0, hwm - before)
+
+
+def interleaved_times(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Median seconds per call of each function, after one warm-up, runs interleaved."""
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+# ------------------------------------------------------------------- variants
+
+
+def dense_pairwise_rbf(scorer: scoring.RBFScoring, length: int) -> torch.Tensor:
+    """The RBF bias evaluated on every (i, j) pair: what a direct reading of the formula does.
+
+    (H, S, L, L) kernel evaluations instead of (H, S, 2L-1): the baseline the table beats.
+    """
+    pos = torch.arange(length, device=scorer.amplitude.device)
+    k = (pos[None, :] - pos[:, None]).to(scorer.amplitude.dtype)  # (L, L), k = j - i
+    d = k[None, None] - scorer.offset[..., None, None]  # (H, S, L, L)
+    kern = torch.exp(-scorer.sharpness.abs()[..., None, None] * d.square())
+    return (scorer.amplitude[..., None, None] * kern).sum(1)  # (H, L, L)
+
+
+def _x_transformers_biases(heads: int):
+    """x-transformers' relative-position (T5) and ALiBi biases, if the package is installed."""
+    try:
+        from x_transformers.x_transformers import AlibiPositionalBias, RelativePositionBias
+    except ImportError:
+        return {}
+    return {
+        "x-transformers T5 rel. bias + sdpa": RelativePositionBias(
+            scale=1.0, causal=False, heads=heads, num_buckets=32, max_distance=128
+        ),
+        "x-transformers ALiBi + sdpa": AlibiPositionalBias(heads=heads, total_heads=heads),
+    }
+
+
+@dataclass
+class AttentionBenchConfig:
+    """Sizes of the attention benchmark (defaults: the full benchmark)."""
+
+    lengths: tuple[int, ...] = (128, 512, 2048)
+    forward_only_lengths: tuple[int, ...] = (8192,)
+    batch: int = 8
+    heads: int = 12
+    head_dim: int = 64
+    repeats: int = 3
+    seed: int = 0
+    variants: tuple[str, ...] = field(default=())  # empty: all
+
+
+def _variants(cfg: AttentionBenchConfig, length: int, backward: bool):
+    b, h, d = cfg.batch, cfg.heads, cfg.head_dim
+    gen = torch.Generator().manual_seed(cfg.seed)
+    q, k, v = (torch.randn(b, h, length, d, generator=gen) for _ in range(3))
+    if backward:
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+    torch.manual_seed(cfg.seed)
+    rbf = scoring.build("rbf", num_heads=h)
+    if not backward:
+        rbf.requires_grad_(False)
+
+    def run(fn):
+        def call():
+            for t in (q, k, v, *rbf.parameters()):
+                t.grad = None
+            if backward:
+                fn().sum().backward()
+            else:
+                with torch.no_grad():
+                    fn()
+
+        return call
+
+    variants: dict[str, Callable[[], object]] = {
+        "sdpa, no bias (baseline)": run(lambda: F.scaled_dot_product_attention(q, k, v)),
+    }
+    quadratic_ok = length <= 4096  # (B, H, L, L) fp32 tensors beyond that exceed memory
+    if quadratic_ok:
+        variants["eager + rbf"] = run(lambda: attention(q, k, v, rbf, backend="eager"))
+    variants["sdpa + rbf"] = run(lambda: attention(q, k, v, rbf, backend="sdpa"))
+    if not backward or q.device.type == "cuda":
+        variants["flex + rbf"] = run(lambda: attention(q, k, v, rbf, backend="flex"))
+    if quadratic_ok:
+        variants["dense pairwise rbf + sdpa"] = run(
+            lambda: F.scaled_dot_product_attention(
+                q, k, v, attn_mask=dense_pairwise_rbf(rbf, length)[None]
+            )
+        )
+        for name, module in _x_transformers_biases(h).items():
+            variants[name] = run(
+                lambda m=module: F.scaled_dot_product_attention(
+                    q, k, v, attn_mask=m(length, length)[None]
+                )
+            )
+    if backward:
+        # the bias alone: table + expansion against the pairwise construction
+        variants["rbf bias only: table + expand"] = run(
+            lambda: bias_lib.expand(bias_lib.table(rbf, length), length, length)
+        )
+        variants["rbf bias only: dense pairwise"] = run(lambda: dense_pairwise_rbf(rbf, length))
+    if cfg.variants:
+        keep = set(cfg.variants) | {"sdpa, no bias (baseline)"}
+        variants = {n: f for n, f in variants.items() if n in keep}
+    return variants
+
+
+def run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool = True) -> list[dict]:
+    """Times and peak memory of every variant; one row per (variant, length, pass)."""
+    from tqdm.auto import tqdm
+
+    jobs = [(n, True) for n in cfg.lengths] + [(n, False) for n in cfg.lengths]
+    jobs += [(n, False) for n in cfg.forward_only_lengths]
+    rows = []
+    for length, backward in tqdm(jobs, desc="attention benchmark", disable=not progress):
+        fns = _variants(cfg, length, backward)
+        times = interleaved_times(fns, cfg.repeats)
+        mems = {name: peak_memory(fn) for name, fn in fns.items()}
+        base_t, base_m = times["sdpa, no bias (baseline)"], mems["sdpa, no bias (baseline)"]
+        pair_t = times.get("rbf bias only: dense pairwise")
+        for name in fns:
+            bias_only = pair_t is not None and name.startswith("rbf bias only")
+            rows.append(
+                {
+                    "variant": name,
+                    "length": length,
+                    "pass": "fwd+bwd" if backward else "fwd",
+                    "seconds": times[name],
+                    "time_ratio": times[name] / base_t,
+                    "peak_bytes": mems[name],
+                    "memory_ratio": (mems[name] / base_m) if mems[name] and base_m else None,
+                    "speedup_vs_pairwise": pair_t / times[name] if bias_only else None,
+                }
+            )
+        del fns
+        gc.collect()
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    """A Markdown table of benchmark rows."""
+    head = "| pass | L | variant | time / baseline | peak memory | memory / baseline |\n"
+    head += "|---|---:|---|---:|---:|---:|\n"
+    lines = []
+    for r in rows:
+        mem = "n/a" if r["peak_bytes"] is None else _fmt_bytes(r["peak_bytes"])
+        mratio = "" if r["memory_ratio"] is None else f"{r['memory_ratio']:.2f}x"
+        extra = (
+            f" ({r['speedup_vs_pairwise']:.1f}x faster than pairwise)"
+            if r.get("speedup_vs_pairwise") and "table" in r["variant"]
+            else ""
+        )
+        lines.append(
+            f"| {r['pass']} | {r['length']} | {r['variant']} | {r['time_ratio']:.2f}x{extra} "
+            f"| {mem} | {mratio} |"
+        )
+    return head + "\n".join(lines) + "\n"
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+# ------------------------------------------------------------------------ CLI
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("which", choices=["attention"], help="benchmark to run")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512, 2048])
+    parser.add_argument("--forward-only-lengths", type=int, nargs="*", default=[8192])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--output", default=None, help="also write the Markdown table here")
+
+
+def run(args: argparse.Namespace) -> int:
+    for name in ("batch", "heads", "head_dim", "repeats"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"tisa bench: --{name.replace('_', '-')} must be >= 1")
+    if any(n < 1 for n in [*args.lengths, *args.forward_only_lengths]):
+        raise SystemExit("tisa bench: every length must be >= 1")
+    cfg = AttentionBenchConfig(
+        lengths=tuple(args.lengths),
+        forward_only_lengths=tuple(args.forward_only_lengths),
+        batch=args.batch,
+        heads=args.heads,
+        head_dim=args.head_dim,
+        repeats=args.repeats,
+    )
+    rows = run_attention_benchmark(cfg)
+    table = format_table(rows)
+    print(
+        f"B={cfg.batch}, H={cfg.heads}, D={cfg.head_dim}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads; ratios against SDPA without bias, same process"
+    )
+    print(table)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(table)
+    if os.environ.get("MALLOC_MMAP_THRESHOLD_") is None:
+        print("note: run with MALLOC_MMAP_THRESHOLD_=65536 for reliable peak memory figures")
+    return 0
