@@ -1,0 +1,470 @@
+"""``tisa glue``: a few steps on RTE with a tiny random BERT, resuming, custom files, the
+summary maths and bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import string
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from transformers import TrainerCallback
+
+from tisa.train.glue import (
+    GlueConfig,
+    relative_error_reduction,
+    run_dir,
+    run_glue,
+    summarize,
+    summary_markdown,
+)
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+GLUE_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "glue"
+needs_glue = pytest.mark.skipif(not GLUE_DIR.is_dir(), reason="shared GLUE data not present")
+
+WORDS = (
+    "the a an of to in is was and that it for on with as by at from be are not has he she".split()
+)
+HEADS, LAYERS, POSITIONS, HIDDEN = 4, 2, 64, 16
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> str:
+    """A random 2-layer BERT (hidden 16, 4 heads, 64 positions) and a WordPiece tokenizer
+    built from a small vocabulary (letters, digits, punctuation, a few words), saved
+    together."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer, set_seed
+
+    path = tmp_path_factory.mktemp("tiny-bert")
+    chars = string.ascii_lowercase + string.digits
+    vocab = list(
+        dict.fromkeys(
+            ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *string.punctuation]
+            + [f"##{c}" for c in chars]
+            + WORDS
+        )
+    )
+    tokenizer = BertTokenizer(vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=True)
+    assert tokenizer.tokenize("The cat") == ["the", "c", "##a", "##t"]
+    tokenizer.save_pretrained(path)
+    set_seed(0)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=HIDDEN,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        intermediate_size=32,
+        max_position_embeddings=POSITIONS,
+    )
+    BertForSequenceClassification(config).save_pretrained(path)
+    return str(path)
+
+
+def _rte_config(model: str, out: Path, **overrides) -> GlueConfig:
+    settings = dict(
+        model=model,
+        tasks=("rte",),
+        seeds=(1, 2),
+        output_dir=str(out),
+        glue_dir=str(GLUE_DIR),
+        max_steps=4,
+        batch_size=8,
+        max_length=POSITIONS,
+        max_train_samples=64,
+        max_eval_samples=48,
+        save_steps=2,
+        logging_steps=2,
+    )
+    settings.update(overrides)
+    return GlueConfig(**settings)
+
+
+class _CountTraining(TrainerCallback):
+    """Counts training starts (a skipped run never starts)."""
+
+    def __init__(self) -> None:
+        self.starts = 0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.starts += 1
+
+
+@pytest.fixture(scope="module")
+def rte_run(tiny_model, tmp_path_factory):
+    if not GLUE_DIR.is_dir():
+        pytest.skip("shared GLUE data not present")
+    out = tmp_path_factory.mktemp("rte-run")
+    config = _rte_config(tiny_model, out)
+    return config, run_glue(config)
+
+
+# ------------------------------------------------------------------------- end to end
+@needs_glue
+def test_rte_end_to_end_writes_results(rte_run):
+    config, results = rte_run
+    assert [(r["task"], r["variant"], r["seed"]) for r in results.runs] == [
+        ("rte", "none", 1),
+        ("rte", "none", 2),
+    ]
+    for seed in (1, 2):
+        folder = run_dir(config.output_dir, "rte", "none", seed)
+        stored = json.loads((folder / "result.json").read_text())
+        assert stored["global_step"] == 4 and stored["train_samples"] == 64
+        assert stored["eval_samples"] == {"validation": 48}
+        assert 0.0 <= stored["metrics"]["accuracy"] <= 1.0
+        assert stored["score"] == stored["metrics"]["accuracy"]
+        # 48 examples: accuracy is a multiple of 1/48
+        assert round(stored["score"] * 48) == pytest.approx(stored["score"] * 48)
+        assert math.isfinite(stored["eval_loss"]["validation"])
+        assert stored["positional_parameters"] == {
+            "absolute": POSITIONS * HIDDEN,
+            "tisa": 0,
+            "total": POSITIONS * HIDDEN,
+        }
+        assert not (folder / "checkpoints").exists()  # removed once the result is safe
+    # different seeds start from different classifier heads
+    assert results.runs[0]["train_loss"] != results.runs[1]["train_loss"]
+
+    (row,) = results.summary
+    scores = sorted(r["score"] for r in results.runs)
+    assert row["score"] == pytest.approx(sum(scores) / 2)  # median of two
+    assert (row["score_min"], row["score_max"]) == (scores[0], scores[1])
+    assert math.isnan(row["relative_error_reduction"])  # the baseline itself
+    out = Path(config.output_dir)
+    assert set(results.files) == {"markdown", "csv", "json", "plot"}
+    assert (out / "results.png").stat().st_size > 1000
+    assert "| rte | none | 2 | accuracy" in (out / "results.md").read_text()
+    (csv_row,) = list(csv.DictReader((out / "results.csv").open()))
+    assert csv_row["task"] == "rte" and csv_row["seeds"] == "1 2"
+    assert float(csv_row["score"]) == pytest.approx(row["score"])
+    assert int(csv_row["positional_absolute"]) == POSITIONS * HIDDEN
+
+
+@needs_glue
+def test_rerun_skips_finished_seeds(rte_run):
+    config, first = rte_run
+    files = [run_dir(config.output_dir, "rte", "none", s) / "result.json" for s in (1, 2)]
+    before = [f.stat().st_mtime_ns for f in files]
+    counter = _CountTraining()
+    again = run_glue(config, callbacks=[counter])
+    assert counter.starts == 0
+    assert [f.stat().st_mtime_ns for f in files] == before
+    assert again.runs == first.runs
+
+    # one more seed: only that one trains
+    counter = _CountTraining()
+    more = run_glue(
+        _rte_config(config.model, Path(config.output_dir), seeds=(1, 2, 3)), callbacks=[counter]
+    )
+    assert counter.starts == 1 and [r["seed"] for r in more.runs] == [1, 2, 3]
+    assert more.summary[0]["seeds"] == [1, 2, 3]
+
+
+@needs_glue
+def test_interrupted_run_resumes_from_its_checkpoint(rte_run, tmp_path):
+    class Interrupt(Exception):
+        pass
+
+    class StopAtStep3(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 3:  # checkpoint-2 is on disk by now
+                raise Interrupt
+
+    reference, finished = rte_run
+    config = _rte_config(reference.model, tmp_path, seeds=(1,))
+    with pytest.raises(Interrupt):
+        run_glue(config, callbacks=[StopAtStep3()])
+    folder = run_dir(tmp_path, "rte", "none", 1)
+    assert not (folder / "result.json").exists()
+    assert (folder / "checkpoints" / "checkpoint-2").is_dir()
+
+    class CountSteps(TrainerCallback):
+        steps = 0
+
+        def on_step_end(self, args, state, control, **kwargs):
+            CountSteps.steps += 1
+
+    (resumed,) = run_glue(config, callbacks=[CountSteps()]).runs
+    assert resumed["resumed_from"] == "checkpoint-2" and resumed["global_step"] == 4
+    assert CountSteps.steps == 2  # steps 3 and 4 only
+    # the resumed run ends where the uninterrupted one with the same seed ended
+    uninterrupted = finished.runs[0]
+    assert resumed["metrics"] == uninterrupted["metrics"]
+    assert resumed["eval_loss"]["validation"] == pytest.approx(
+        uninterrupted["eval_loss"]["validation"], rel=1e-5
+    )
+
+
+@needs_glue
+def test_other_settings_in_the_same_output_folder_are_refused(rte_run):
+    config, _ = rte_run
+    changed = _rte_config(config.model, Path(config.output_dir), learning_rate=1e-3)
+    with pytest.raises(ValueError, match=r"learning_rate: 2e-05 there, 0.001 now"):
+        run_glue(changed)
+
+
+@needs_glue
+def test_cli_prints_the_table_of_finished_runs(rte_run, capsys):
+    from tisa.cli import main
+
+    config, _ = rte_run
+    argv = ["glue", "--task", "rte", "--model", config.model, "--glue-dir", str(GLUE_DIR)]
+    argv += ["--seeds", "1", "2", "--max-steps", "4", "--batch-size", "8", "--max-length"]
+    argv += [str(POSITIONS), "--max-train-samples", "64", "--max-eval-samples", "48"]
+    argv += ["--output-dir", config.output_dir]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "| rte | none | 2 | accuracy" in printed and "results.csv" in printed
+
+
+@needs_glue
+def test_tisa_keep_and_remove_variants(tiny_model, tmp_path):
+    tisa_hf = pytest.importorskip("tisa.hf")
+    if not hasattr(tisa_hf, "add_tisa"):
+        pytest.skip("tisa.hf.add_tisa not available yet")
+    config = _rte_config(tiny_model, tmp_path, seeds=(1,), variants=("none", "keep", "remove"))
+    results = run_glue(config)
+    pos = {r["variant"]: r["positional_parameters"] for r in results.runs}
+    rbf = 3 * 5 * HEADS * LAYERS  # 3 parameters per kernel, 5 kernels, per head and layer
+    assert pos["none"] == {"absolute": POSITIONS * HIDDEN, "tisa": 0, "total": POSITIONS * HIDDEN}
+    assert pos["keep"] == {
+        "absolute": POSITIONS * HIDDEN,
+        "tisa": rbf,
+        "total": POSITIONS * HIDDEN + rbf,
+    }
+    assert pos["remove"] == {"absolute": 0, "tisa": rbf, "total": rbf}
+    rows = {r["variant"]: r for r in results.summary}
+    base = rows["none"]["score"]
+    for variant in ("keep", "remove"):
+        expected = relative_error_reduction(rows[variant]["score"], base)
+        got = rows[variant]["relative_error_reduction"]
+        assert got == pytest.approx(expected, nan_ok=True)
+
+
+@needs_glue
+def test_variants_go_through_tisa_hf(tiny_model, tmp_path, monkeypatch):
+    """keep / remove call ``tisa.hf.add_tisa`` with the documented signature and take the
+    positional parameter counts from ``tisa.hf.positional_parameters`` (a stand-in module
+    here, so the plumbing is checked whatever the state of the real one)."""
+    import tisa
+
+    calls = []
+    fake = types.ModuleType("tisa.hf")
+
+    def add_tisa(model, scoring="rbf", num_kernels=5, position_embeddings="keep", **options):
+        calls.append({"scoring": scoring, "num_kernels": num_kernels, "pe": position_embeddings})
+        model.fake_variant = position_embeddings
+        return model
+
+    def positional_parameters(model):
+        variant = getattr(model, "fake_variant", "none")
+        absolute = 0 if variant == "remove" else POSITIONS * HIDDEN
+        added = 0 if variant == "none" else 3 * 3 * HEADS * LAYERS
+        return {"absolute": absolute, "tisa": added, "total": absolute + added}
+
+    fake.add_tisa, fake.positional_parameters = add_tisa, positional_parameters
+    monkeypatch.setitem(sys.modules, "tisa.hf", fake)
+    monkeypatch.setattr(tisa, "hf", fake, raising=False)
+
+    config = _rte_config(
+        tiny_model,
+        tmp_path,
+        seeds=(1,),
+        variants=("keep", "none", "remove"),
+        num_kernels=3,
+        max_steps=1,
+        baseline="none",
+    )
+    results = run_glue(config)
+    assert calls == [
+        {"scoring": "rbf", "num_kernels": 3, "pe": "keep"},
+        {"scoring": "rbf", "num_kernels": 3, "pe": "remove"},
+    ]
+    pos = {r["variant"]: r["positional_parameters"] for r in results.runs}
+    assert pos["keep"] == {"absolute": 1024, "tisa": 72, "total": 1096}
+    assert pos["remove"] == {"absolute": 0, "tisa": 72, "total": 72}
+    rows = {r["variant"]: r for r in results.summary}
+    assert math.isnan(rows["none"]["relative_error_reduction"])
+    for variant in ("keep", "remove"):
+        assert rows[variant]["relative_error_reduction"] == pytest.approx(
+            relative_error_reduction(rows[variant]["score"], rows["none"]["score"]), nan_ok=True
+        )
+    table = (tmp_path / "results.md").read_text()
+    assert "| rte | remove | 1 |" in table and "0 / 72 / 72" in table
+
+
+# ---------------------------------------------------------------------- custom tasks
+def test_custom_csv_classification_task(tiny_model, tmp_path):
+    train, dev = tmp_path / "train.csv", tmp_path / "dev.csv"
+    good, bad = ["good fun", "a great film", "nice"], ["bad", "awful, dull", "not good"]
+    rows = [(t, "pos") for t in good] + [(t, "neg") for t in bad]
+    for path, n in ((train, 4), (dev, 2)):
+        with path.open("w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["review", "sentiment"])
+            writer.writerows(rows * n)
+    config = GlueConfig(
+        model=tiny_model,
+        train_file=str(train),
+        validation_file=str(dev),
+        text_columns=("review",),
+        label_column="sentiment",
+        seeds=(7,),
+        output_dir=str(tmp_path / "out"),
+        max_steps=3,
+        batch_size=8,
+        max_length=32,
+        plot=False,
+    )
+    assert config.tasks == ("custom",)
+    (result,) = run_glue(config).runs
+    assert result["task"] == "custom" and result["eval_samples"] == {"validation": 12}
+    assert set(result["metrics"]) == {"accuracy"}
+    assert result["metrics"]["accuracy"] * 12 == pytest.approx(
+        round(result["metrics"]["accuracy"] * 12)
+    )
+    assert (tmp_path / "out" / "runs" / "custom" / "none" / "seed-7" / "result.json").is_file()
+    assert not (tmp_path / "out" / "results.png").exists()
+
+
+def test_custom_jsonl_regression_pair_task(tiny_model, tmp_path):
+    rows = [{"a": f"the {w}", "b": f"a {w}", "y": i / 3} for i, w in enumerate(WORDS[:12])]
+    for name in ("train.jsonl", "dev.jsonl"):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = GlueConfig(
+        model=tiny_model,
+        train_file=str(tmp_path / "train.jsonl"),
+        validation_file=str(tmp_path / "dev.jsonl"),
+        text_columns=("a", "b"),
+        label_column="y",
+        seeds=(1,),
+        output_dir=str(tmp_path / "out"),
+        max_steps=2,
+        batch_size=4,
+        max_length=32,
+        plot=False,
+    )
+    (result,) = run_glue(config).runs
+    assert set(result["metrics"]) == {"pearson", "spearman"}
+    assert -1.0 <= result["metrics"]["spearman"] <= 1.0
+    assert result["score"] == pytest.approx(
+        (result["metrics"]["pearson"] + result["metrics"]["spearman"]) / 2
+    )
+
+
+# ------------------------------------------------------------------------ summary maths
+def _run(task, variant, seed, score, metrics=None):
+    return {
+        "task": task,
+        "variant": variant,
+        "seed": seed,
+        "metrics": metrics or {"accuracy": score},
+        "score": score,
+        "positional_parameters": {
+            "absolute": 10,
+            "tisa": 0 if variant == "none" else 3,
+            "total": 0,
+        },
+    }
+
+
+def test_relative_error_reduction():
+    assert relative_error_reduction(0.84, 0.80) == pytest.approx(0.2)  # (0.2 - 0.16) / 0.2
+    assert relative_error_reduction(0.70, 0.80) == pytest.approx(-0.5)
+    assert math.isnan(relative_error_reduction(0.9, 1.0))
+
+
+def test_summary_medians_glue_average_and_error_reduction():
+    runs = [
+        _run("rte", "none", 1, 0.60),
+        _run("rte", "none", 2, 0.70),
+        _run("rte", "none", 3, 0.64),
+        _run("rte", "keep", 1, 0.68),
+        _run("rte", "keep", 2, 0.62),
+        _run("rte", "keep", 3, 0.73),
+        _run("cola", "none", 1, 0.40, {"matthews_corr": 0.40}),
+        _run("cola", "keep", 1, 0.46, {"matthews_corr": 0.46}),
+    ]
+    rows = {(r["task"], r["variant"]): r for r in summarize(runs, "none")}
+    assert rows[("rte", "none")]["score"] == pytest.approx(0.64)  # median of 3 seeds
+    assert rows[("rte", "keep")]["score"] == pytest.approx(0.68)
+    assert rows[("rte", "keep")]["score_min"] == 0.62 and rows[("rte", "keep")]["score_max"] == 0.73
+    assert rows[("rte", "keep")]["relative_error_reduction"] == pytest.approx((0.36 - 0.32) / 0.36)
+    assert rows[("glue", "none")]["score"] == pytest.approx((0.64 + 0.40) / 2)
+    assert rows[("glue", "keep")]["score"] == pytest.approx((0.68 + 0.46) / 2)
+    assert rows[("glue", "keep")]["relative_error_reduction"] == pytest.approx((0.48 - 0.43) / 0.48)
+    table = summary_markdown(list(rows.values()))
+    assert "rel. error reduction vs none" in table
+    assert "| rte | keep | 3 | accuracy 68.00 | 68.00 | 62.00 - 73.00 |" in table
+    assert f"{100 * (0.36 - 0.32) / 0.36:+.1f}%" in table
+
+
+# --------------------------------------------------------------------------- bad input
+def test_config_rejects_bad_input(tmp_path):
+    with pytest.raises(ValueError, match="unknown GLUE task 'squad'"):
+        GlueConfig(model="m", tasks=("squad",))
+    with pytest.raises(ValueError, match="tasks"):
+        GlueConfig(model="m")
+    with pytest.raises(ValueError, match="variants"):
+        GlueConfig(model="m", tasks=("rte",), variants=("none", "absolute"))
+    with pytest.raises(ValueError, match="baseline"):
+        GlueConfig(model="m", tasks=("rte",), variants=("keep",), baseline="none")
+    with pytest.raises(ValueError, match="seeds"):
+        GlueConfig(model="m", tasks=("rte",), seeds=(1, 1))
+    with pytest.raises(ValueError, match="validation_file"):
+        GlueConfig(model="m", train_file="t.csv", text_columns=("x",))
+    with pytest.raises(ValueError, match="batch_size"):
+        GlueConfig(model="m", tasks=("rte",), batch_size=0)
+    with pytest.raises(ValueError, match="warmup_ratio"):
+        GlueConfig(model="m", tasks=("rte",), warmup_ratio=1.0)
+    config = GlueConfig(model="m", tasks=("all",), variants=("keep", "remove"))
+    assert len(config.tasks) == 9 and config.baseline_variant == "keep"
+    assert GlueConfig(model="m", tasks=("RTE", "rte")).tasks == ("rte",)
+
+
+def test_unknown_task_on_the_command_line(capsys):
+    from tisa.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["glue", "--task", "squad", "--model", "m"])
+    assert info.value.code == 2
+    assert "invalid choice: 'squad'" in capsys.readouterr().err
+
+
+def test_missing_glue_folder_on_the_command_line(tiny_model, tmp_path, capsys):
+    from tisa.cli import main
+
+    argv = ["glue", "--task", "rte", "--model", tiny_model, "--glue-dir", str(tmp_path / "x")]
+    assert main([*argv, "--output-dir", str(tmp_path / "out"), "--max-length", "64"]) == 2
+    err = capsys.readouterr().err
+    assert "tisa glue: error:" in err and "download_glue_data.py" in err and "nyu-mll/glue" in err
+
+
+@needs_glue
+def test_max_length_beyond_the_position_table(tiny_model, tmp_path):
+    with pytest.raises(ValueError, match="max_length: 128 exceeds the 64 positions"):
+        run_glue(_rte_config(tiny_model, tmp_path, max_length=128))
+    assert not (tmp_path / "settings.json").exists()  # nothing recorded: free to fix it
+
+
+@needs_glue
+def test_labels_that_do_not_match_the_task_stop_before_training(tiny_model, tmp_path):
+    header = "index\tsentence1\tsentence2\tlabel\n"
+    (tmp_path / "glue" / "RTE").mkdir(parents=True)
+    (tmp_path / "glue" / "RTE" / "train.tsv").write_text(header + "0\ta\tb\tentailment\n")
+    (tmp_path / "glue" / "RTE" / "dev.tsv").write_text(header + "0\ta\tb\tcontradiction\n")
+    counter = _CountTraining()
+    config = _rte_config(tiny_model, tmp_path / "out", glue_dir=str(tmp_path / "glue"))
+    with pytest.raises(
+        ValueError, match=r"dev.tsv: labels 'contradiction' do not match task 'rte'"
+    ):
+        run_glue(config, callbacks=[counter])
+    assert counter.starts == 0

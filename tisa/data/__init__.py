@@ -1,0 +1,1 @@
+"""Data: corpora, tokenizers and GLUE tasks with their metrics (one module per source)."""

@@ -1,0 +1,741 @@
+"""GLUE tasks: registry, loaders (Hugging Face hub, classic ``glue_data`` folder, custom
+files) and the official metrics.
+
+Every loader returns a :class:`datasets.DatasetDict` in one canonical form: the task's text
+columns (``sentence``, or a pair such as ``sentence1``/``sentence2``) and a ``label`` column
+(``ClassLabel`` ids in the order of :attr:`GlueTask.label_names`, or ``float32`` scores for
+regression). Split names follow the hub: ``train``, ``validation`` and, for MNLI,
+``validation_matched`` / ``validation_mismatched``.
+
+Sources::
+
+    load_glue("rte")                                  # nyu-mll/glue on the HF hub
+    load_glue("rte", hf_path="path/to/local/copy")    # same code path, a local hub layout
+    load_glue("rte", glue_dir="glue_data")            # output of download_glue_data.py
+    load_custom("train.csv", "dev.csv", text_columns=("text",))
+
+Metrics (scipy / scikit-learn): CoLA Matthews correlation; STS-B Pearson and Spearman;
+MRPC and QQP accuracy and F1 (positive class 1: equivalent / duplicate); MNLI accuracy on
+the matched and the mismatched dev set; the other tasks accuracy. All are fractions with
+an upper bound of 1. A task's score is the unweighted mean of its metrics, and the GLUE
+average is the mean of the task scores, as on the GLUE leaderboard.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import stats
+from sklearn import metrics as skm
+
+if TYPE_CHECKING:  # datasets is imported lazily: it is slow to import
+    from datasets import Dataset, DatasetDict
+
+__all__ = [
+    "GLUE_TASKS",
+    "HF_GLUE",
+    "HOW_TO_GET_GLUE",
+    "METRICS",
+    "TaskType",
+    "GlueTask",
+    "accuracy",
+    "compute_metrics",
+    "custom_task",
+    "f1",
+    "get_task",
+    "glue_average",
+    "load_custom",
+    "load_glue",
+    "matthews_corr",
+    "pearson",
+    "spearman",
+    "task_score",
+]
+
+TaskType = Literal["auto", "classification", "regression"]
+
+HF_GLUE = "nyu-mll/glue"
+HOW_TO_GET_GLUE = (
+    "Get the data either from the Hugging Face hub (needs network access once: leave "
+    f"glue_dir unset / omit --glue-dir and the task loads from {HF_GLUE!r} through the "
+    "datasets library, which caches it), or with the GLUE download script "
+    "(`python download_glue_data.py --data_dir glue_data --tasks all`) and pass that "
+    "glue_data folder as glue_dir / --glue-dir."
+)
+
+
+# --------------------------------------------------------------------------------------
+# metrics
+# --------------------------------------------------------------------------------------
+def _arrays(predictions: ArrayLike, labels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    p, y = np.asarray(predictions), np.asarray(labels)
+    if p.shape != y.shape or p.ndim != 1:
+        raise ValueError(
+            f"predictions and labels: expected two 1-D arrays of equal length, got shapes "
+            f"{p.shape} and {y.shape}"
+        )
+    if p.size == 0:
+        raise ValueError("predictions: expected at least one example, got none")
+    return p, y
+
+
+def accuracy(predictions: ArrayLike, labels: ArrayLike) -> float:
+    """Share of predicted class ids equal to the labels. Inputs: (N,) integer arrays."""
+    p, y = _arrays(predictions, labels)
+    return float(skm.accuracy_score(y, p))
+
+
+def f1(predictions: ArrayLike, labels: ArrayLike) -> float:
+    """Binary F1 of the positive class 1 (MRPC: equivalent, QQP: duplicate). Inputs: (N,)."""
+    p, y = _arrays(predictions, labels)
+    return float(skm.f1_score(y, p, pos_label=1, average="binary", zero_division=0.0))
+
+
+def matthews_corr(predictions: ArrayLike, labels: ArrayLike) -> float:
+    """Matthews correlation coefficient (CoLA); 0 when a side is constant. Inputs: (N,)."""
+    p, y = _arrays(predictions, labels)
+    return float(skm.matthews_corrcoef(y, p))
+
+
+def pearson(predictions: ArrayLike, labels: ArrayLike) -> float:
+    """Pearson correlation (STS-B); NaN when a side is constant. Inputs: (N,) floats."""
+    p, y = _arrays(predictions, labels)
+    return float(stats.pearsonr(p.astype(np.float64), y.astype(np.float64)).statistic)
+
+
+def spearman(predictions: ArrayLike, labels: ArrayLike) -> float:
+    """Spearman rank correlation (STS-B); NaN when a side is constant. Inputs: (N,)."""
+    p, y = _arrays(predictions, labels)
+    return float(stats.spearmanr(p.astype(np.float64), y.astype(np.float64)).statistic)
+
+
+METRICS: dict[str, Callable[[ArrayLike, ArrayLike], float]] = {
+    "accuracy": accuracy,
+    "f1": f1,
+    "matthews_corr": matthews_corr,
+    "pearson": pearson,
+    "spearman": spearman,
+}
+
+
+def task_score(metrics: Mapping[str, float]) -> float:
+    """A task's GLUE score: the unweighted mean of its metrics (NaN if any is NaN)."""
+    if not metrics:
+        raise ValueError("metrics: expected at least one metric, got none")
+    return float(np.mean([float(v) for v in metrics.values()]))
+
+
+def glue_average(metrics_by_task: Mapping[str, Mapping[str, float]]) -> float:
+    """GLUE-style average: per task the mean of its metrics, then the mean over tasks.
+
+    Args:
+        metrics_by_task: task name -> that task's official metrics, e.g.
+            ``{"mrpc": {"accuracy": 0.8, "f1": 0.9}, "cola": {"matthews_corr": 0.5}}``
+            gives ``((0.8 + 0.9) / 2 + 0.5) / 2 = 0.675``.
+    """
+    if not metrics_by_task:
+        raise ValueError("metrics_by_task: expected at least one task, got none")
+    return float(np.mean([task_score(m) for m in metrics_by_task.values()]))
+
+
+# --------------------------------------------------------------------------------------
+# task registry
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GlueTask:
+    """One sentence(-pair) task: columns, labels, metrics and its ``glue_data`` layout.
+
+    Attributes:
+        name: registry name (``"rte"``), also the hub config name.
+        text_columns: one or two canonical text columns, in the order fed to the tokenizer.
+        label_names: class names in label-id order (the hub's ``ClassLabel`` names), or
+            ``None`` for a regression task.
+        split_metrics: names in :data:`METRICS` computed on every evaluation split.
+        eval_splits: evaluation splits (dev sets; MNLI has a matched and a mismatched one).
+        folder: folder name in ``glue_data`` (``None`` for custom tasks).
+        tsv_header: whether the TSV files start with a header line (CoLA's do not).
+        tsv_text: TSV columns (header names, or indices without a header) holding the text
+            columns, in the order of ``text_columns``.
+        tsv_label: TSV column holding the label.
+        tsv_label_values: raw TSV label strings in label-id order (classification only).
+    """
+
+    name: str
+    text_columns: tuple[str, ...]
+    label_names: tuple[str, ...] | None
+    split_metrics: tuple[str, ...]
+    eval_splits: tuple[str, ...] = ("validation",)
+    folder: str | None = None
+    tsv_header: bool = True
+    tsv_text: tuple[str | int, ...] = ()
+    tsv_label: str | int = "label"
+    tsv_label_values: tuple[str, ...] | None = None
+
+    @property
+    def is_regression(self) -> bool:
+        return self.label_names is None
+
+    @property
+    def num_labels(self) -> int:
+        """Output size of the classifier head (1 for regression)."""
+        return 1 if self.label_names is None else len(self.label_names)
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """Official metric names; with several eval splits suffixed by the split
+        (MNLI: ``accuracy_matched``, ``accuracy_mismatched``)."""
+        if len(self.eval_splits) == 1:
+            return self.split_metrics
+        return tuple(
+            f"{m}_{_split_suffix(s)}" for s in self.eval_splits for m in self.split_metrics
+        )
+
+    def score(self, metrics: Mapping[str, float]) -> float:
+        """The task's score: mean of its official metrics (extra keys are ignored)."""
+        missing = [m for m in self.metric_names if m not in metrics]
+        if missing:
+            raise ValueError(
+                f"metrics: task {self.name!r} expects {list(self.metric_names)}, missing {missing}"
+            )
+        return task_score({m: metrics[m] for m in self.metric_names})
+
+
+def _split_suffix(split: str) -> str:
+    return split.removeprefix("validation_")
+
+
+_NLI2 = ("entailment", "not_entailment")
+
+GLUE_TASKS: dict[str, GlueTask] = {
+    t.name: t
+    for t in (
+        GlueTask(
+            name="cola",
+            text_columns=("sentence",),
+            label_names=("unacceptable", "acceptable"),
+            split_metrics=("matthews_corr",),
+            folder="CoLA",
+            tsv_header=False,  # source, label, original judgement, sentence
+            tsv_text=(3,),
+            tsv_label=1,
+            tsv_label_values=("0", "1"),
+        ),
+        GlueTask(
+            name="sst2",
+            text_columns=("sentence",),
+            label_names=("negative", "positive"),
+            split_metrics=("accuracy",),
+            folder="SST-2",
+            tsv_text=("sentence",),
+            tsv_label_values=("0", "1"),
+        ),
+        GlueTask(
+            name="mrpc",
+            text_columns=("sentence1", "sentence2"),
+            label_names=("not_equivalent", "equivalent"),
+            split_metrics=("accuracy", "f1"),
+            folder="MRPC",
+            tsv_text=("#1 String", "#2 String"),
+            tsv_label="Quality",
+            tsv_label_values=("0", "1"),
+        ),
+        GlueTask(
+            name="stsb",
+            text_columns=("sentence1", "sentence2"),
+            label_names=None,
+            split_metrics=("pearson", "spearman"),
+            folder="STS-B",
+            tsv_text=("sentence1", "sentence2"),
+            tsv_label="score",
+        ),
+        GlueTask(
+            name="qqp",
+            text_columns=("question1", "question2"),
+            label_names=("not_duplicate", "duplicate"),
+            split_metrics=("accuracy", "f1"),
+            folder="QQP",
+            tsv_text=("question1", "question2"),
+            tsv_label="is_duplicate",
+            tsv_label_values=("0", "1"),
+        ),
+        GlueTask(
+            name="mnli",
+            text_columns=("premise", "hypothesis"),
+            label_names=("entailment", "neutral", "contradiction"),
+            split_metrics=("accuracy",),
+            eval_splits=("validation_matched", "validation_mismatched"),
+            folder="MNLI",
+            tsv_text=("sentence1", "sentence2"),
+            tsv_label="gold_label",
+            tsv_label_values=("entailment", "neutral", "contradiction"),
+        ),
+        GlueTask(
+            name="qnli",
+            text_columns=("question", "sentence"),
+            label_names=_NLI2,
+            split_metrics=("accuracy",),
+            folder="QNLI",
+            tsv_text=("question", "sentence"),
+            tsv_label_values=_NLI2,
+        ),
+        GlueTask(
+            name="rte",
+            text_columns=("sentence1", "sentence2"),
+            label_names=_NLI2,
+            split_metrics=("accuracy",),
+            folder="RTE",
+            tsv_text=("sentence1", "sentence2"),
+            tsv_label_values=_NLI2,
+        ),
+        GlueTask(
+            name="wnli",
+            text_columns=("sentence1", "sentence2"),
+            label_names=("not_entailment", "entailment"),
+            split_metrics=("accuracy",),
+            folder="WNLI",
+            tsv_text=("sentence1", "sentence2"),
+            tsv_label_values=("0", "1"),
+        ),
+    )
+}
+
+# split -> file name in a glue_data task folder
+_TSV_FILES = {
+    "train": "train.tsv",
+    "validation": "dev.tsv",
+    "validation_matched": "dev_matched.tsv",
+    "validation_mismatched": "dev_mismatched.tsv",
+}
+
+
+def get_task(name: str) -> GlueTask:
+    """The registered GLUE task ``name`` (case-insensitive; ``"SST-2"`` works too)."""
+    key = str(name).lower().replace("-", "")
+    if key not in GLUE_TASKS:
+        raise ValueError(f"task: unknown GLUE task {name!r}; expected one of {list(GLUE_TASKS)}")
+    return GLUE_TASKS[key]
+
+
+def custom_task(
+    name: str, text_columns: Sequence[str], label_names: Sequence[str] | None
+) -> GlueTask:
+    """A task read from custom files: accuracy for classification, Pearson and Spearman
+    for regression (``label_names=None``)."""
+    text_columns = tuple(text_columns)
+    if len(text_columns) not in (1, 2):
+        raise ValueError(
+            f"text_columns: expected one or two column names, got {list(text_columns)}"
+        )
+    return GlueTask(
+        name=name,
+        text_columns=text_columns,
+        label_names=None if label_names is None else tuple(str(n) for n in label_names),
+        split_metrics=("accuracy",) if label_names is not None else ("pearson", "spearman"),
+    )
+
+
+def compute_metrics(
+    task: GlueTask, predictions: Mapping[str, ArrayLike], labels: Mapping[str, ArrayLike]
+) -> dict[str, float]:
+    """The task's official metrics from per-split predictions.
+
+    Args:
+        task: the task.
+        predictions: eval split -> (N,) predicted class ids, or (N,) scores for regression.
+        labels: eval split -> (N,) gold labels.
+
+    Returns:
+        metric name (see :attr:`GlueTask.metric_names`) -> value.
+    """
+    missing = [s for s in task.eval_splits if s not in predictions or s not in labels]
+    if missing:
+        raise ValueError(
+            f"predictions: task {task.name!r} is evaluated on {list(task.eval_splits)}, "
+            f"missing {missing}"
+        )
+    several = len(task.eval_splits) > 1
+    out = {}
+    for split in task.eval_splits:
+        for name in task.split_metrics:
+            key = f"{name}_{_split_suffix(split)}" if several else name
+            out[key] = METRICS[name](predictions[split], labels[split])
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# loaders
+# --------------------------------------------------------------------------------------
+def _features(task: GlueTask):
+    from datasets import ClassLabel, Features, Value
+
+    label = Value("float32") if task.is_regression else ClassLabel(names=list(task.label_names))
+    return Features({**{c: Value("string") for c in task.text_columns}, "label": label})
+
+
+def _check_splits(task: GlueTask, splits: Sequence[str] | None) -> tuple[str, ...]:
+    allowed = ("train", *task.eval_splits)
+    if splits is None:
+        return allowed
+    splits = tuple(splits)
+    bad = [s for s in splits if s not in allowed]
+    if bad or not splits:
+        raise ValueError(
+            f"splits: task {task.name!r} has labelled splits {list(allowed)}, got {list(splits)}"
+        )
+    return splits
+
+
+def _show(values: Sequence[Any], limit: int = 10) -> str:
+    values = sorted({repr(v) for v in values})
+    more = f" and {len(values) - limit} more" if len(values) > limit else ""
+    return ", ".join(values[:limit]) + more
+
+
+def load_glue(
+    task: str | GlueTask,
+    *,
+    glue_dir: str | Path | None = None,
+    hf_path: str = HF_GLUE,
+    splits: Sequence[str] | None = None,
+    cache_dir: str | Path | None = None,
+) -> DatasetDict:
+    """Loads a GLUE task in canonical form (see the module docstring).
+
+    Args:
+        task: task name or :class:`GlueTask`.
+        glue_dir: a classic ``glue_data`` folder (``CoLA/train.tsv``, ...). When ``None``,
+            the task loads through :func:`datasets.load_dataset` from ``hf_path``.
+        hf_path: hub id, or a local folder in the hub's layout (a README.md whose YAML
+            ``configs`` map each task to ``<task>/<split>-*.parquet`` files).
+        splits: labelled splits to load (default: train and the eval splits).
+        cache_dir: datasets cache folder for the hub path.
+
+    Raises:
+        ValueError: unknown task or split; labels that do not match the task.
+        FileNotFoundError: data absent (the message says how to get it).
+    """
+    task = task if isinstance(task, GlueTask) else get_task(task)
+    if task.folder is None:
+        raise ValueError(f"task: {task.name!r} is a custom task; load it with load_custom")
+    splits = _check_splits(task, splits)
+    if glue_dir is not None:
+        return _load_glue_dir(task, Path(glue_dir), splits)
+    return _load_hub(task, hf_path, splits, cache_dir)
+
+
+def _load_hub(
+    task: GlueTask, hf_path: str, splits: tuple[str, ...], cache_dir: str | Path | None
+) -> DatasetDict:
+    import datasets
+
+    try:
+        loaded = datasets.load_dataset(
+            hf_path, task.name, cache_dir=None if cache_dir is None else str(cache_dir)
+        )
+    except (FileNotFoundError, ConnectionError) as err:
+        raise FileNotFoundError(
+            f"could not load GLUE task {task.name!r} from {hf_path!r} ({err}). " + HOW_TO_GET_GLUE
+        ) from err
+    out = {}
+    for split in splits:
+        if split not in loaded:
+            raise ValueError(
+                f"hf_path: {hf_path!r} config {task.name!r} has splits {list(loaded)}, "
+                f"expected {split!r}"
+            )
+        out[split] = _canonical_hub_split(task, loaded[split], f"{hf_path} [{task.name}/{split}]")
+    return datasets.DatasetDict(out)
+
+
+def _canonical_hub_split(task: GlueTask, ds: Dataset, where: str) -> Dataset:
+    from datasets import ClassLabel
+
+    missing = [c for c in (*task.text_columns, "label") if c not in ds.column_names]
+    if missing:
+        raise ValueError(
+            f"{where}: expected columns {[*task.text_columns, 'label']}, "
+            f"missing {missing} (found {ds.column_names})"
+        )
+    ds = ds.select_columns([*task.text_columns, "label"])
+    if task.is_regression:
+        return ds.cast(_features(task))
+    feature = ds.features["label"]
+    if isinstance(feature, ClassLabel) and tuple(feature.names) != task.label_names:
+        unexpected = set(feature.names) - set(task.label_names)
+        if unexpected:
+            raise ValueError(
+                f"{where}: labels {_show(unexpected)} do not match task {task.name!r} "
+                f"(expected {list(task.label_names)})"
+            )
+        # same names in another order: renumber to the registry's order
+        ds = ds.align_labels_with_mapping({n: i for i, n in enumerate(task.label_names)}, "label")
+    bad = set(ds.unique("label")) - set(range(task.num_labels))
+    if bad:
+        raise ValueError(
+            f"{where}: label ids {_show(bad)} do not match task {task.name!r} "
+            f"(expected 0..{task.num_labels - 1} for {list(task.label_names)})"
+        )
+    return ds.cast(_features(task))
+
+
+def _read_tsv(path: Path, header: bool) -> tuple[list[str] | None, list[list[str]]]:
+    """Reads a GLUE TSV: tab separated, no quoting, optional UTF-8 BOM (MRPC)."""
+    with open(path, encoding="utf-8-sig", newline="") as fh:
+        rows = [r for r in csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE) if r]
+    if header:
+        if not rows:
+            raise ValueError(f"{path}: empty file, expected a header line")
+        return rows[0], rows[1:]
+    return None, rows
+
+
+def _load_glue_dir(task: GlueTask, glue_dir: Path, splits: tuple[str, ...]) -> DatasetDict:
+    from datasets import Dataset, DatasetDict
+
+    if not glue_dir.is_dir():
+        raise FileNotFoundError(f"glue_dir: folder {str(glue_dir)!r} not found. " + HOW_TO_GET_GLUE)
+    folder = glue_dir / task.folder
+    out = {}
+    for split in splits:
+        path = folder / _TSV_FILES[split]
+        if not path.is_file():
+            present = sorted(p.name for p in folder.glob("*.tsv")) if folder.is_dir() else []
+            raise FileNotFoundError(
+                f"glue_dir: task {task.name!r} split {split!r} needs "
+                f"{task.folder}/{_TSV_FILES[split]} in {str(glue_dir)!r}, which is missing "
+                f"(present in {task.folder}/: {present or 'nothing'}). " + HOW_TO_GET_GLUE
+            )
+        out[split] = Dataset.from_dict(_parse_tsv(task, path), features=_features(task))
+    return DatasetDict(out)
+
+
+def _parse_tsv(task: GlueTask, path: Path) -> dict[str, list]:
+    header, rows = _read_tsv(path, task.tsv_header)
+    wanted = (*task.tsv_text, task.tsv_label)
+    if header is None:
+        width = max(int(c) for c in wanted) + 1
+        index = [int(c) for c in wanted]
+    else:
+        width = len(header)
+        absent = [c for c in wanted if c not in header]
+        if absent:
+            raise ValueError(f"{path}: expected columns {list(wanted)}, missing {absent}")
+        index = [header.index(c) for c in wanted]
+    columns: dict[str, list] = {c: [] for c in task.text_columns}
+    raw_labels = []
+    first = 2 if header is not None else 1
+    for line, row in enumerate(rows, start=first):
+        # without a header only the needed columns must exist; with one, every field
+        bad_width = len(row) < width if header is None else len(row) != width
+        if bad_width:
+            raise ValueError(
+                f"{path}:{line}: expected {width} tab-separated fields, got {len(row)}"
+            )
+        for column, i in zip(task.text_columns, index[:-1]):
+            columns[column].append(row[i])
+        raw_labels.append(row[index[-1]].strip())
+    columns["label"] = _labels_from_raw(task, raw_labels, path)
+    return columns
+
+
+def _labels_from_raw(task: GlueTask, raw: Sequence[str], where: Path | str) -> list:
+    if task.is_regression:
+        values, bad = [], []
+        for value in raw:
+            try:
+                values.append(float(value))
+            except ValueError:
+                bad.append(value)
+        if bad or any(math.isnan(v) for v in values):
+            raise ValueError(
+                f"{where}: labels {_show(bad or ['nan'])} do not match regression task "
+                f"{task.name!r} (expected numbers)"
+            )
+        return values
+    ids = {v: i for i, v in enumerate(task.tsv_label_values)}
+    unexpected = set(raw) - set(ids)
+    if unexpected:
+        raise ValueError(
+            f"{where}: labels {_show(unexpected)} do not match task {task.name!r} "
+            f"(expected {list(task.tsv_label_values)})"
+        )
+    return [ids[v] for v in raw]
+
+
+# --------------------------------------------------------------------------------------
+# custom tasks
+# --------------------------------------------------------------------------------------
+def _read_table(path: Path, cache_dir: str | Path | None) -> Dataset:
+    import datasets
+
+    suffix = path.suffix.lower()
+    kwargs: dict[str, Any] = {}
+    if suffix == ".csv":
+        builder = "csv"
+        kwargs = {"keep_default_na": False}  # keep "NA" / empty texts as strings
+    elif suffix == ".tsv":
+        builder = "csv"
+        kwargs = {"sep": "\t", "quoting": csv.QUOTE_NONE, "keep_default_na": False}
+    elif suffix in (".jsonl", ".json"):
+        builder = "json"
+    else:
+        raise ValueError(
+            f"data file {str(path)!r}: expected a .csv, .tsv, .jsonl or .json file, "
+            f"got {suffix or 'no suffix'!r}"
+        )
+    if not path.is_file():
+        raise FileNotFoundError(f"data file {str(path)!r} not found")
+    return datasets.load_dataset(
+        builder,
+        data_files=str(path),
+        split="train",
+        cache_dir=None if cache_dir is None else str(cache_dir),
+        **kwargs,
+    )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def _label_id(value: Any) -> int | None:
+    """``value`` as a label id (``1``, ``1.0`` or ``"1"``), else ``None``."""
+    if isinstance(value, str):
+        return int(value) if value.strip().isdigit() else None
+    if _is_number(value) and float(value) == int(value):
+        return int(value)
+    return None
+
+
+def load_custom(
+    train_file: str | Path,
+    validation_file: str | Path,
+    *,
+    text_columns: Sequence[str] | None = None,
+    label_column: str = "label",
+    task_type: TaskType = "auto",
+    task: str | GlueTask | None = None,
+    name: str = "custom",
+    cache_dir: str | Path | None = None,
+) -> tuple[GlueTask, DatasetDict]:
+    """Loads a sentence(-pair) task from CSV, TSV or JSON-lines files.
+
+    The task type, unless given, is inferred from the training labels: numbers with a
+    fractional part mean regression, anything else (strings, integers) classification
+    with the sorted distinct training labels as classes. With ``task`` set to a GLUE task,
+    its columns, labels (given by name or id) and metrics apply to the files instead.
+
+    Args:
+        train_file: training data (``.csv``, ``.tsv`` read without quoting, ``.jsonl``).
+        validation_file: evaluation data in the same layout.
+        text_columns: one or two text columns (default: the GLUE task's, else required).
+        label_column: column holding the label.
+        task_type: ``"auto"``, ``"classification"`` or ``"regression"``.
+        task: optional GLUE task whose label set the files must match.
+        name: name of the inferred task (ignored when ``task`` is given).
+        cache_dir: datasets cache folder.
+
+    Returns:
+        (task, DatasetDict with splits ``train`` and ``validation`` in canonical form).
+
+    Raises:
+        ValueError: bad arguments, missing columns, labels that do not match the task
+            (the message names the file and the unexpected labels).
+    """
+    from datasets import Dataset, DatasetDict
+
+    if task_type not in ("auto", "classification", "regression"):
+        raise ValueError(
+            f"task_type: expected 'auto', 'classification' or 'regression', got {task_type!r}"
+        )
+    glue = None if task is None else (task if isinstance(task, GlueTask) else get_task(task))
+    if glue is not None:
+        expected = "regression" if glue.is_regression else "classification"
+        if task_type not in ("auto", expected):
+            raise ValueError(f"task_type: task {glue.name!r} is {expected}, got {task_type!r}")
+    if text_columns is None:
+        if glue is None:
+            raise ValueError("text_columns: expected one or two column names, got none")
+        text_columns = glue.text_columns
+    text_columns = tuple(text_columns)
+    if len(text_columns) not in (1, 2):
+        raise ValueError(
+            f"text_columns: expected one or two column names, got {list(text_columns)}"
+        )
+    files = {"train": Path(train_file), "validation": Path(validation_file)}
+    tables = {split: _read_table(path, cache_dir) for split, path in files.items()}
+    labels: dict[str, list] = {}
+    for split, table in tables.items():
+        missing = [c for c in (*text_columns, label_column) if c not in table.column_names]
+        if missing:
+            raise ValueError(
+                f"{files[split]}: expected columns {[*text_columns, label_column]}, "
+                f"missing {missing} (found {table.column_names})"
+            )
+        labels[split] = table[label_column]
+
+    if glue is not None:
+        out_task = GlueTask(
+            name=glue.name,
+            text_columns=text_columns,
+            label_names=glue.label_names,
+            split_metrics=glue.split_metrics,
+        )
+    else:
+        train_labels = [v for v in labels["train"] if v is not None]
+        if task_type == "auto":
+            numeric = bool(train_labels) and all(_is_number(v) for v in train_labels)
+            fractional = numeric and any(float(v) != int(v) for v in train_labels)
+            task_type = "regression" if fractional else "classification"
+        if task_type == "regression":
+            label_names = None
+        elif all(_is_number(v) for v in train_labels):
+            label_names = [str(v) for v in sorted(set(train_labels))]
+        else:
+            label_names = sorted({str(v) for v in train_labels})
+        out_task = custom_task(name, text_columns, label_names)
+
+    out = {}
+    for split, table in tables.items():
+        ids = _custom_labels(out_task, labels[split], files[split], allow_ids=glue is not None)
+        columns = {
+            c: ["" if t is None else str(t) for t in table[src]]
+            for c, src in zip(out_task.text_columns, text_columns)
+        }
+        columns["label"] = ids
+        out[split] = Dataset.from_dict(columns, features=_features(out_task))
+    return out_task, DatasetDict(out)
+
+
+def _custom_labels(task: GlueTask, values: Sequence[Any], where: Path, *, allow_ids: bool) -> list:
+    if task.is_regression:
+        bad = [v for v in values if not _is_number(v) or math.isnan(float(v))]
+        if bad:
+            raise ValueError(
+                f"{where}: labels {_show(bad)} do not match regression task {task.name!r} "
+                "(expected numbers)"
+            )
+        return [float(v) for v in values]
+    ids = {n: i for i, n in enumerate(task.label_names)}
+    out, unexpected = [], []
+    for v in values:
+        key = str(v)
+        if key in ids:
+            out.append(ids[key])
+        elif allow_ids and _label_id(v) in range(len(ids)):
+            out.append(_label_id(v))  # a GLUE task's label given by its id
+        else:
+            unexpected.append(v)
+    if unexpected:
+        raise ValueError(
+            f"{where}: labels {_show(unexpected)} do not match task {task.name!r} "
+            f"(expected {list(task.label_names)})"
+        )
+    return out

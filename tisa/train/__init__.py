@@ -1,0 +1,1 @@
+"""Training: masked-LM pretraining, GLUE fine-tuning, length extrapolation, callbacks."""

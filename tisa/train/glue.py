@@ -1,0 +1,1009 @@
+"""``tisa glue``: fine-tune a model (optionally with TISA) on GLUE tasks over several seeds.
+
+One *run* is a (task, variant, seed) triple; the variants are ``none`` (the model as
+loaded), ``keep`` (TISA added next to the absolute position embeddings) and ``remove``
+(TISA replacing them). Each run fine-tunes ``AutoModelForSequenceClassification`` with the
+Hugging Face Trainer, evaluates on the task's dev set(s) and writes its result::
+
+    OUTPUT_DIR/
+      settings.json                          hyperparameters shared by every run
+      runs/<task>/<variant>/seed-<seed>/
+        result.json                          metrics, score, positional parameters
+        checkpoints/checkpoint-<step>/       Trainer checkpoints while the run is going
+      results.md  results.csv  results.json  median over seeds per task and variant
+      results.png                            scores and relative error reductions
+
+A run's ``result.json`` is written atomically when the run ends; a rerun skips runs that
+have one and resumes an interrupted run from its last checkpoint. Relative error
+reduction against the baseline variant: ``(err_base - err) / err_base`` with
+``err = 1 - score`` (every GLUE metric is bounded above by 1).
+
+From Python::
+
+    from tisa.train.glue import GlueConfig, run_glue
+    results = run_glue(GlueConfig(model="bert-base-uncased", tasks=("rte",), seeds=(1,)))
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import gc
+import io
+import json
+import math
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from tisa.data.glue import (
+    GLUE_TASKS,
+    HF_GLUE,
+    GlueTask,
+    TaskType,
+    get_task,
+    load_custom,
+    load_glue,
+)
+
+if TYPE_CHECKING:
+    from datasets import DatasetDict
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+
+__all__ = [
+    "HELP",
+    "VARIANTS",
+    "GlueConfig",
+    "GlueResults",
+    "add_arguments",
+    "config_from_args",
+    "relative_error_reduction",
+    "run_dir",
+    "run",
+    "run_glue",
+    "summarize",
+    "summary_markdown",
+]
+
+HELP = "Fine-tune on GLUE tasks (optionally with TISA) over several seeds; median results."
+
+Variant = Literal["none", "keep", "remove"]
+VARIANTS: tuple[str, ...] = ("none", "keep", "remove")
+
+# settings that must agree between runs stored in one output folder
+_SETTING_KEYS = (
+    "model",
+    "epochs",
+    "max_steps",
+    "batch_size",
+    "learning_rate",
+    "warmup_ratio",
+    "weight_decay",
+    "max_length",
+    "max_train_samples",
+    "max_eval_samples",
+    "scoring",
+    "num_kernels",
+    "bf16",
+)
+
+
+# --------------------------------------------------------------------------------------
+# configuration
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GlueConfig:
+    """Everything a GLUE experiment needs; plain data, validated on construction.
+
+    Attributes:
+        model: HF model id or local path (a pretrained encoder or a saved TISA model).
+        tasks: GLUE task names, ``("all",)`` for the nine tasks, or ``("custom",)`` / one
+            GLUE task name together with ``train_file`` and ``validation_file``.
+        variants: position variants to compare: ``"none"``, ``"keep"``, ``"remove"``.
+        seeds: one run per seed; the median over seeds is reported.
+        output_dir: run folder (results, checkpoints, tables).
+        epochs: training epochs (ignored when ``max_steps`` is set).
+        max_steps: number of optimiser steps, overriding ``epochs``.
+        batch_size: training batch size per device.
+        eval_batch_size: evaluation batch size per device (default ``batch_size``).
+        learning_rate: peak AdamW learning rate (linear warmup and decay).
+        warmup_ratio: share of the training steps spent warming up, in [0, 1).
+        weight_decay: AdamW weight decay.
+        max_length: tokens per example after truncation (pairs: longest first).
+        max_train_samples: train on a subset: the first N examples after a shuffle with
+            seed 0 (the same subset for every seed and variant).
+        max_eval_samples: evaluate on such a subset of each dev set.
+        baseline: variant the relative error reduction is computed against (default
+            ``"none"`` when compared, else the first variant).
+        scoring: TISA scoring family for ``keep`` / ``remove`` (see ``tisa.scoring``).
+        num_kernels: kernels per head for the ``"rbf"`` family.
+        glue_dir: classic ``glue_data`` folder; ``None`` loads from ``hf_path``.
+        hf_path: HF hub dataset (or a local folder in its layout).
+        train_file: custom training file (CSV, TSV or JSON lines).
+        validation_file: custom evaluation file.
+        text_columns: one or two text columns of the custom files.
+        label_column: label column of the custom files.
+        task_type: ``"auto"``, ``"classification"`` or ``"regression"`` (custom files).
+        save_steps: Trainer checkpoint interval (steps) for resuming interrupted runs.
+        logging_steps: Trainer logging interval (steps).
+        bf16: train in bfloat16 mixed precision (GPU).
+        keep_checkpoints: keep a finished run's last checkpoint (default: delete it).
+        plot: write ``results.png``.
+    """
+
+    model: str
+    tasks: tuple[str, ...] = ()
+    variants: tuple[Variant, ...] = ("none",)
+    seeds: tuple[int, ...] = (1, 2, 3)
+    output_dir: str = "glue_runs"
+    epochs: float = 3.0
+    max_steps: int | None = None
+    batch_size: int = 32
+    eval_batch_size: int | None = None
+    learning_rate: float = 2e-5
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    max_length: int = 128
+    max_train_samples: int | None = None
+    max_eval_samples: int | None = None
+    baseline: str | None = None
+    scoring: str = "rbf"
+    num_kernels: int = 5
+    glue_dir: str | None = None
+    hf_path: str = HF_GLUE
+    train_file: str | None = None
+    validation_file: str | None = None
+    text_columns: tuple[str, ...] | None = None
+    label_column: str = "label"
+    task_type: TaskType = "auto"
+    save_steps: int = 500
+    logging_steps: int = 50
+    bf16: bool = False
+    keep_checkpoints: bool = False
+    plot: bool = True
+
+    def __post_init__(self) -> None:
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        if isinstance(self.model, os.PathLike):
+            put("model", os.fspath(self.model))
+        if not isinstance(self.model, str) or not self.model:
+            raise ValueError(f"model: expected a model id or path, got {self.model!r}")
+        for name in ("tasks", "variants", "seeds"):
+            value = getattr(self, name)
+            put(name, (value,) if isinstance(value, (str, int)) else tuple(value))
+        if self.text_columns is not None:
+            put("text_columns", tuple(self.text_columns))
+        for name in ("output_dir", "glue_dir", "train_file", "validation_file"):
+            if getattr(self, name) is not None:
+                put(name, os.fspath(getattr(self, name)))
+
+        custom = self.train_file is not None or self.validation_file is not None
+        if custom and (self.train_file is None or self.validation_file is None):
+            raise ValueError(
+                "train_file / validation_file: expected both for a custom task, got "
+                f"train_file={self.train_file!r}, validation_file={self.validation_file!r}"
+            )
+        tasks = tuple(str(t).lower() for t in self.tasks)
+        if custom:
+            tasks = tasks or ("custom",)
+            if len(tasks) != 1 or (tasks[0] != "custom" and tasks[0] not in GLUE_TASKS):
+                raise ValueError(
+                    "tasks: with train_file / validation_file expected 'custom' or one GLUE "
+                    f"task name, got {list(self.tasks)}"
+                )
+            if tasks[0] == "custom" and not self.text_columns:
+                raise ValueError("text_columns: expected one or two column names for a custom task")
+        else:
+            if not tasks:
+                raise ValueError(f"tasks: expected GLUE task names or 'all', got {self.tasks!r}")
+            if "all" in tasks:
+                tasks = tuple(GLUE_TASKS)
+            tasks = tuple(dict.fromkeys(get_task(t).name for t in tasks))
+        put("tasks", tasks)
+
+        if not self.variants or any(v not in VARIANTS for v in self.variants):
+            raise ValueError(f"variants: expected some of {list(VARIANTS)}, got {self.variants!r}")
+        if len(set(self.variants)) != len(self.variants):
+            raise ValueError(f"variants: expected distinct values, got {list(self.variants)}")
+        if (
+            not self.seeds
+            or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) for s in self.seeds)
+            or len(set(self.seeds)) != len(self.seeds)
+        ):
+            raise ValueError(f"seeds: expected distinct integers, got {list(self.seeds)}")
+        put("seeds", tuple(int(s) for s in self.seeds))
+        if self.baseline is not None and self.baseline not in self.variants:
+            raise ValueError(
+                f"baseline: expected one of the variants {list(self.variants)}, "
+                f"got {self.baseline!r}"
+            )
+        for name in ("batch_size", "max_length", "num_kernels", "save_steps", "logging_steps"):
+            _positive_int(getattr(self, name), name)
+        for name in ("max_steps", "max_train_samples", "max_eval_samples", "eval_batch_size"):
+            if getattr(self, name) is not None:
+                _positive_int(getattr(self, name), name)
+        if not (self.epochs > 0):
+            raise ValueError(f"epochs: expected a positive number, got {self.epochs!r}")
+        if not (self.learning_rate > 0):
+            raise ValueError(
+                f"learning_rate: expected a positive number, got {self.learning_rate!r}"
+            )
+        if not (0 <= self.warmup_ratio < 1):
+            raise ValueError(
+                f"warmup_ratio: expected a number in [0, 1), got {self.warmup_ratio!r}"
+            )
+        if not (self.weight_decay >= 0):
+            raise ValueError(f"weight_decay: expected a number >= 0, got {self.weight_decay!r}")
+        if self.task_type not in ("auto", "classification", "regression"):
+            raise ValueError(
+                "task_type: expected 'auto', 'classification' or 'regression', "
+                f"got {self.task_type!r}"
+            )
+
+    @property
+    def baseline_variant(self) -> str:
+        """The variant relative error reductions are computed against."""
+        if self.baseline is not None:
+            return self.baseline
+        return "none" if "none" in self.variants else self.variants[0]
+
+    def settings(self) -> dict[str, Any]:
+        """Hyperparameters that every run in one output folder must share."""
+        return {k: getattr(self, k) for k in _SETTING_KEYS}
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+    return int(value)
+
+
+@dataclass
+class GlueResults:
+    """What :func:`run_glue` returns.
+
+    Attributes:
+        runs: one dict per finished (task, variant, seed) run, as in its result.json.
+        summary: one row per (task, variant) with medians over seeds (see
+            :func:`summarize`), plus a ``"glue"`` average row per variant with several tasks.
+        files: name (``"markdown"``, ``"csv"``, ``"json"``, ``"plot"``) -> written path.
+    """
+
+    runs: list[dict[str, Any]]
+    summary: list[dict[str, Any]]
+    files: dict[str, Path] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------------------
+def _is_main_process() -> bool:
+    """True on the process that writes files (rank 0 under torchrun / accelerate)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def _main_process_first() -> contextlib.AbstractContextManager:
+    """Under torchrun / accelerate launch, rank 0 runs the block first (downloads, cache
+    files), the other ranks after it; a no-op in a single process."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return contextlib.nullcontext()
+    from accelerate import PartialState
+
+    return PartialState().main_process_first()
+
+
+def _json_ready(obj: Any) -> Any:
+    if isinstance(obj, float | np.floating):
+        return None if math.isnan(obj) else float(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, dict):
+        return {str(k): _json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_ready(v) for v in obj]
+    return obj
+
+
+def _write_atomic(path: Path, text: str | bytes) -> None:
+    """Writes ``path`` through a temporary file and ``os.replace``: readers see the old
+    file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(text.encode() if isinstance(text, str) else text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    _write_atomic(path, json.dumps(_json_ready(obj), indent=2) + "\n")
+
+
+def _nan(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def run_dir(output_dir: str | Path, task: str, variant: str, seed: int) -> Path:
+    """Folder of one (task, variant, seed) run."""
+    return Path(output_dir) / "runs" / task / variant / f"seed-{seed}"
+
+
+def _check_settings(config: GlueConfig, *, write: bool = False) -> None:
+    """Refuses settings other than those of the runs in ``output_dir``; with ``write``,
+    records them (done once training starts, so a run that fails its checks leaves
+    nothing behind)."""
+    path = Path(config.output_dir) / "settings.json"
+    now = _json_ready(config.settings())
+    if path.is_file():
+        before = json.loads(path.read_text())
+        diff = [k for k in now if before.get(k) != now[k]]
+        if diff:
+            changes = ", ".join(f"{k}: {before.get(k)!r} there, {now[k]!r} now" for k in diff)
+            raise ValueError(
+                f"output_dir: {config.output_dir!r} holds runs made with other settings "
+                f"({changes}); use another output folder or the same settings"
+            )
+    elif write and _is_main_process():
+        _write_json(path, now)
+
+
+# --------------------------------------------------------------------------------------
+# data, model, one run
+# --------------------------------------------------------------------------------------
+def _load_task(config: GlueConfig, name: str) -> tuple[GlueTask, DatasetDict]:
+    if config.train_file is not None:
+        return load_custom(
+            config.train_file,
+            config.validation_file,
+            text_columns=config.text_columns,
+            label_column=config.label_column,
+            task_type=config.task_type,
+            task=None if name == "custom" else name,
+            name=name,
+        )
+    return get_task(name), load_glue(name, glue_dir=config.glue_dir, hf_path=config.hf_path)
+
+
+def _encode(
+    config: GlueConfig, task: GlueTask, data: DatasetDict, tokenizer: PreTrainedTokenizerBase
+) -> DatasetDict:
+    """Subsets (if asked) and tokenizes: text columns -> input_ids, attention_mask, ..."""
+    from datasets import DatasetDict
+
+    limits = {"train": config.max_train_samples}
+    limits.update({s: config.max_eval_samples for s in task.eval_splits})
+    parts = {}
+    for split, limit in limits.items():
+        ds = data[split]
+        if limit is not None and limit < len(ds):
+            ds = ds.shuffle(seed=0).select(range(limit))  # the same subset for every run
+        parts[split] = ds
+
+    def tokenize(batch: dict[str, list]) -> dict[str, list]:
+        texts = [batch[c] for c in task.text_columns]  # one text or a pair
+        return tokenizer(*texts, truncation=True, max_length=config.max_length)
+
+    return DatasetDict(parts).map(
+        tokenize, batched=True, remove_columns=list(task.text_columns), desc=f"tokenize {task.name}"
+    )
+
+
+def _import_tisa_hf() -> Any | None:
+    """``tisa.hf`` if it is installed with its API, else ``None``."""
+    try:
+        import tisa.hf as tisa_hf
+    except ModuleNotFoundError as err:
+        if err.name is not None and "tisa.hf".startswith(err.name):
+            return None
+        raise
+    return tisa_hf if hasattr(tisa_hf, "add_tisa") else None
+
+
+def _positional_parameters(model: PreTrainedModel) -> dict[str, int]:
+    tisa_hf = _import_tisa_hf()
+    if tisa_hf is not None:
+        return {k: int(v) for k, v in tisa_hf.positional_parameters(model).items()}
+    # without tisa.hf: a stock model, whose only positional parameters are its tables
+    absolute = sum(
+        p.numel()
+        for n, p in model.named_parameters()
+        if "position_embeddings" in n or n.endswith("wpe.weight")
+    )
+    return {"absolute": absolute, "tisa": 0, "total": absolute}
+
+
+def _build_model(
+    config: GlueConfig, task: GlueTask, variant: str, tokenizer: PreTrainedTokenizerBase
+) -> PreTrainedModel:
+    from transformers import AutoModelForSequenceClassification
+
+    tisa_hf = _import_tisa_hf()  # registers TISA models with the Auto classes
+    kwargs: dict[str, Any] = {
+        "num_labels": task.num_labels,
+        "problem_type": "regression" if task.is_regression else "single_label_classification",
+    }
+    if not task.is_regression:
+        kwargs["id2label"] = dict(enumerate(task.label_names))
+        kwargs["label2id"] = {n: i for i, n in enumerate(task.label_names)}
+    model = AutoModelForSequenceClassification.from_pretrained(
+        config.model, ignore_mismatched_sizes=True, **kwargs
+    )
+    if model.config.pad_token_id is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    if variant != "none":
+        if tisa_hf is None:
+            raise RuntimeError(
+                f"variant {variant!r} needs tisa.hf (add_tisa), which is not available"
+            )
+        tisa_hf.add_tisa(
+            model,
+            scoring=config.scoring,
+            num_kernels=config.num_kernels,
+            position_embeddings=variant,
+        )
+    return model
+
+
+def _check_max_length(config: GlueConfig) -> None:
+    """Absolute position embeddings cap the sequence length (unless TISA replaces them)."""
+    from transformers import AutoConfig
+
+    limit = getattr(AutoConfig.from_pretrained(config.model), "max_position_embeddings", None)
+    capped = [v for v in config.variants if v != "remove"]
+    if limit is not None and capped and config.max_length > limit:
+        raise ValueError(
+            f"max_length: {config.max_length} exceeds the {limit} positions of "
+            f"{config.model!r} (variants {capped} keep its position embeddings); "
+            f"expected at most {limit}"
+        )
+
+
+def _fine_tune(
+    config: GlueConfig,
+    task: GlueTask,
+    encoded: DatasetDict,
+    tokenizer: PreTrainedTokenizerBase,
+    variant: str,
+    seed: int,
+    callbacks: Sequence[TrainerCallback],
+) -> dict[str, Any]:
+    """Fine-tunes and evaluates one (task, variant, seed) run; returns its result dict."""
+    import torch
+    from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from tisa.data.glue import compute_metrics
+
+    folder = run_dir(config.output_dir, task.name, variant, seed)
+    checkpoints = folder / "checkpoints"
+    last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
+
+    set_seed(seed)  # the classifier head and TISA parameters start from this seed
+    model = _build_model(config, task, variant, tokenizer)
+    positional = _positional_parameters(model)
+    args = TrainingArguments(
+        output_dir=str(checkpoints),
+        per_device_train_batch_size=config.batch_size,
+        per_device_eval_batch_size=config.eval_batch_size or config.batch_size,
+        learning_rate=config.learning_rate,
+        num_train_epochs=config.epochs,
+        max_steps=config.max_steps if config.max_steps is not None else -1,
+        warmup_steps=config.warmup_ratio if config.warmup_ratio > 0 else 0,  # float: ratio
+        weight_decay=config.weight_decay,
+        seed=seed,
+        save_strategy="steps",
+        save_steps=config.save_steps,
+        save_total_limit=1,
+        eval_strategy="no",
+        logging_steps=config.logging_steps,
+        report_to="none",
+        disable_tqdm=False,
+        bf16=config.bf16,
+        dataloader_pin_memory=torch.cuda.is_available(),
+    )
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=encoded["train"],
+        data_collator=DataCollatorWithPadding(tokenizer),
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+    )
+    train_output = trainer.train(resume_from_checkpoint=True if last is not None else None)
+
+    predictions, labels, eval_loss = {}, {}, {}
+    for split in task.eval_splits:
+        out = trainer.predict(encoded[split], metric_key_prefix=split)
+        eval_loss[split] = float(out.metrics.get(f"{split}_loss", float("nan")))
+        logits = out.predictions[0] if isinstance(out.predictions, tuple) else out.predictions
+        logits = np.asarray(logits)  # (N, C), C = 1 for regression
+        predictions[split] = logits.reshape(-1) if task.is_regression else logits.argmax(-1)
+        labels[split] = np.asarray(out.label_ids).reshape(-1)
+    metrics = compute_metrics(task, predictions, labels)
+    result = {
+        "task": task.name,
+        "variant": variant,
+        "seed": seed,
+        "metrics": metrics,
+        "score": task.score(metrics),
+        "eval_loss": eval_loss,
+        "positional_parameters": positional,
+        "train_samples": len(encoded["train"]),
+        "eval_samples": {s: len(encoded[s]) for s in task.eval_splits},
+        "global_step": int(train_output.global_step),
+        "train_loss": float(train_output.training_loss),
+        "train_runtime_s": float(train_output.metrics.get("train_runtime", float("nan"))),
+        "resumed_from": None if last is None else Path(last).name,
+        "settings": config.settings(),
+    }
+    del trainer, model
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return result
+
+
+# --------------------------------------------------------------------------------------
+# the experiment
+# --------------------------------------------------------------------------------------
+def _read_result(path: Path) -> dict[str, Any]:
+    result = json.loads(path.read_text())
+    result["metrics"] = {k: _nan(v) for k, v in result["metrics"].items()}
+    result["score"] = _nan(result["score"])
+    return result
+
+
+def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -> GlueResults:
+    """Runs every (task, variant, seed) of ``config`` not finished yet, then summarises.
+
+    Finished runs (a ``result.json`` in their folder) are skipped; an interrupted run
+    resumes from its last Trainer checkpoint. Tables and the plot are rewritten after
+    every finished run, so they always show what is done.
+
+    Args:
+        config: the experiment.
+        callbacks: extra ``transformers.TrainerCallback`` objects given to every Trainer.
+
+    Returns:
+        The runs, the summary rows and the paths of the written tables.
+
+    Raises:
+        ValueError: bad settings or data (also settings that differ from those of the
+            runs already in ``config.output_dir``).
+        FileNotFoundError: missing data (the message says how to get it).
+    """
+    from transformers import AutoTokenizer
+
+    _check_settings(config)
+    main = _is_main_process()
+    plan = [(t, v, s) for t in config.tasks for v in config.variants for s in config.seeds]
+
+    def done(t: str, v: str, s: int) -> bool:
+        return (run_dir(config.output_dir, t, v, s) / "result.json").is_file()
+
+    pending_tasks = [t for t in config.tasks if not all(done(*r) for r in plan if r[0] == t)]
+    # load every pending task first, so missing data fails before hours of training
+    with _main_process_first():  # downloads and dataset caches: once, by rank 0
+        data = {t: _load_task(config, t) for t in pending_tasks}
+    tokenizer = None
+    if pending_tasks:
+        _import_tisa_hf()  # lets AutoTokenizer / Auto models read saved TISA models
+        _check_max_length(config)
+        tokenizer = AutoTokenizer.from_pretrained(config.model)
+        if tokenizer.pad_token is None:  # e.g. GPT-2: pad with the end-of-text token
+            tokenizer.pad_token = tokenizer.eos_token
+        _check_settings(config, write=True)  # every check passed: training starts
+
+    files: dict[str, Path] = {}
+    with tqdm(
+        total=len(plan),
+        initial=sum(done(*r) for r in plan),
+        desc="GLUE runs",
+        unit="run",
+        disable=not main,
+    ) as bar:
+        for task_name in pending_tasks:
+            task, dataset = data[task_name]
+            with _main_process_first():
+                encoded = _encode(config, task, dataset, tokenizer)
+            for variant in config.variants:
+                for seed in config.seeds:
+                    if done(task_name, variant, seed):
+                        continue
+                    bar.set_postfix_str(f"{task_name} {variant} seed {seed}")
+                    result = _fine_tune(config, task, encoded, tokenizer, variant, seed, callbacks)
+                    if main:
+                        folder = run_dir(config.output_dir, task_name, variant, seed)
+                        _write_json(folder / "result.json", result)
+                        if not config.keep_checkpoints:
+                            shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+                        files = _write_tables(config, _collect(config, plan))
+                    bar.update()
+
+    runs = _collect(config, plan)
+    summary = summarize(runs, config.baseline_variant)
+    if main and runs:
+        files = _write_tables(config, runs)
+    return GlueResults(runs=runs, summary=summary, files=files)
+
+
+def _collect(config: GlueConfig, plan: Sequence[tuple[str, str, int]]) -> list[dict[str, Any]]:
+    runs = []
+    for t, v, s in plan:
+        path = run_dir(config.output_dir, t, v, s) / "result.json"
+        if path.is_file():
+            runs.append(_read_result(path))
+    return runs
+
+
+# --------------------------------------------------------------------------------------
+# summary: tables and plot
+# --------------------------------------------------------------------------------------
+def relative_error_reduction(score: float, baseline_score: float) -> float:
+    """``(err_base - err) / err_base`` with ``err = 1 - score`` (scores bounded by 1).
+
+    Positive when ``score`` beats the baseline: 0.05 means 5% of the baseline's error
+    is gone. NaN when the baseline has no error.
+    """
+    err, err_base = 1.0 - score, 1.0 - baseline_score
+    if err_base == 0 or math.isnan(err_base) or math.isnan(err):
+        return float("nan")
+    return (err_base - err) / err_base
+
+
+def summarize(runs: Sequence[dict[str, Any]], baseline: str) -> list[dict[str, Any]]:
+    """Median over seeds per (task, variant), and a GLUE average row per variant.
+
+    Args:
+        runs: result dicts of single runs (keys task, variant, seed, metrics, score,
+            positional_parameters).
+        baseline: variant the relative error reduction is computed against.
+
+    Returns:
+        Rows with keys task, variant, seeds, metrics (median of each metric), score
+        (median of the per-seed task scores), score_min, score_max, positional_parameters,
+        relative_error_reduction (NaN for the baseline itself or without a baseline) and
+        baseline. With several tasks, each variant that has all of them gets a row with
+        task ``"glue"``: the mean of its task scores (the GLUE average).
+    """
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault((r["task"], r["variant"]), []).append(r)
+    rows = []
+    for (task, variant), rs in groups.items():
+        rs = sorted(rs, key=lambda r: r["seed"])
+        scores = np.array([r["score"] for r in rs], dtype=float)
+        rows.append(
+            {
+                "task": task,
+                "variant": variant,
+                "seeds": [r["seed"] for r in rs],
+                "metrics": {
+                    m: float(np.median([r["metrics"][m] for r in rs])) for m in rs[0]["metrics"]
+                },
+                "score": float(np.median(scores)),
+                "score_min": float(scores.min()),
+                "score_max": float(scores.max()),
+                "positional_parameters": rs[0]["positional_parameters"],
+            }
+        )
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    if len(tasks) > 1:
+        for variant in dict.fromkeys(r["variant"] for r in rows):
+            mine = {r["task"]: r for r in rows if r["variant"] == variant}
+            if set(mine) == set(tasks):
+                rows.append(
+                    {
+                        "task": "glue",
+                        "variant": variant,
+                        "seeds": sorted({s for r in mine.values() for s in r["seeds"]}),
+                        "metrics": {},
+                        "score": float(np.mean([r["score"] for r in mine.values()])),
+                        "score_min": float("nan"),
+                        "score_max": float("nan"),
+                        "positional_parameters": next(iter(mine.values()))["positional_parameters"],
+                    }
+                )
+    base = {r["task"]: r["score"] for r in rows if r["variant"] == baseline}
+    for r in rows:
+        if r["variant"] == baseline or r["task"] not in base:
+            r["relative_error_reduction"] = float("nan")
+        else:
+            r["relative_error_reduction"] = relative_error_reduction(r["score"], base[r["task"]])
+        r["baseline"] = baseline
+    return rows
+
+
+def _pct(value: float, digits: int = 2) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{100 * value:.{digits}f}"
+
+
+def summary_markdown(summary: Sequence[dict[str, Any]]) -> str:
+    """The summary as a Markdown table (scores and metrics x 100)."""
+    baseline = summary[0]["baseline"] if summary else "none"
+    lines = [
+        "| task | variant | seeds | metrics (median) | score (median) | min - max "
+        f"| positional params (absolute / TISA / total) | rel. error reduction vs {baseline} |",
+        "|---|---|---|---|---:|---|---:|---:|",
+    ]
+    for r in summary:
+        metrics = ", ".join(f"{k} {_pct(v)}" for k, v in r["metrics"].items()) or "GLUE average"
+        spread = (
+            "" if math.isnan(r["score_min"]) else f"{_pct(r['score_min'])} - {_pct(r['score_max'])}"
+        )
+        pos = r["positional_parameters"]
+        rer = r["relative_error_reduction"]
+        lines.append(
+            f"| {r['task']} | {r['variant']} | {len(r['seeds'])} | {metrics} | "
+            f"{_pct(r['score'])} | {spread} | "
+            f"{pos['absolute']:,} / {pos['tisa']:,} / {pos['total']:,} | "
+            f"{'-' if math.isnan(rer) else f'{100 * rer:+.1f}%'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _summary_csv(summary: Sequence[dict[str, Any]]) -> str:
+    metric_names = list(dict.fromkeys(m for r in summary for m in r["metrics"]))
+    header = [
+        "task",
+        "variant",
+        "n_seeds",
+        "seeds",
+        "score",
+        "score_min",
+        "score_max",
+        *metric_names,
+        "positional_absolute",
+        "positional_tisa",
+        "positional_total",
+        "relative_error_reduction",
+        "baseline",
+    ]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=header, lineterminator="\n")
+    writer.writeheader()
+    for r in summary:
+        pos = r["positional_parameters"]
+        row = {
+            "task": r["task"],
+            "variant": r["variant"],
+            "n_seeds": len(r["seeds"]),
+            "seeds": " ".join(str(s) for s in r["seeds"]),
+            "score": r["score"],
+            "score_min": r["score_min"],
+            "score_max": r["score_max"],
+            **{m: r["metrics"].get(m, "") for m in metric_names},
+            "positional_absolute": pos["absolute"],
+            "positional_tisa": pos["tisa"],
+            "positional_total": pos["total"],
+            "relative_error_reduction": r["relative_error_reduction"],
+            "baseline": r["baseline"],
+        }
+        writer.writerow(
+            {k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+        )
+    return buffer.getvalue()
+
+
+def _plot(summary: Sequence[dict[str, Any]], path: Path) -> None:
+    """Bars of the median score per task and variant (min-max over seeds) and, with
+    several variants, of the relative error reduction against the baseline."""
+    from matplotlib.figure import Figure
+
+    tasks = list(dict.fromkeys(r["task"] for r in summary))
+    variants = list(dict.fromkeys(r["variant"] for r in summary))
+    color = {v: f"C{i}" for i, v in enumerate(variants)}  # the same in both panels
+    baseline = summary[0]["baseline"]
+    compared = [v for v in variants if v != baseline]
+    rows = {(r["task"], r["variant"]): r for r in summary}
+    names = ["GLUE avg" if t == "glue" else t for t in tasks]
+    x = np.arange(len(tasks))
+    fig = Figure(figsize=(max(7.0, 1.1 * len(tasks) + 4.5), 7.0 if compared else 4.0))
+    axes = fig.subplots(2 if compared else 1, 1, squeeze=False)[:, 0]
+
+    def value(task: str, variant: str, key: str) -> float:
+        row = rows.get((task, variant))
+        return np.nan if row is None else 100 * row[key]
+
+    ax = axes[0]
+    width = 0.8 / len(variants)
+    for i, v in enumerate(variants):
+        centres = x + (i - (len(variants) - 1) / 2) * width
+        score = np.array([value(t, v, "score") for t in tasks])
+        low = np.array([value(t, v, "score_min") for t in tasks])
+        high = np.array([value(t, v, "score_max") for t in tasks])
+        pos = next((rows[(t, v)]["positional_parameters"] for t in tasks if (t, v) in rows), None)
+        label = v if pos is None else f"{v}: {pos['total']:,} positional params"
+        ax.bar(centres, score, width, label=label, color=color[v])
+        spread = np.isfinite(low) & np.isfinite(high)  # no spread for the GLUE average
+        ax.errorbar(
+            centres[spread],
+            score[spread],
+            yerr=np.vstack([score - low, high - score])[:, spread],
+            fmt="none",
+            ecolor="black",
+            capsize=3,
+        )
+    ax.set_xticks(x, names)
+    ax.set_ylabel("score x 100")
+    ax.set_title("GLUE dev scores: median over seeds, bars min - max")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(axis="y", alpha=0.3)
+
+    if compared:
+        ax = axes[1]
+        width = 0.8 / len(compared)
+        for i, v in enumerate(compared):
+            rer = [value(t, v, "relative_error_reduction") for t in tasks]
+            centres = x + (i - (len(compared) - 1) / 2) * width
+            ax.bar(centres, rer, width, label=v, color=color[v])
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xticks(x, names)
+        ax.set_ylabel("%")
+        ax.set_title(f"relative error reduction vs {baseline}: (err_base - err) / err_base")
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    _write_atomic(path, buffer.getvalue())
+
+
+def _write_tables(config: GlueConfig, runs: Sequence[dict[str, Any]]) -> dict[str, Path]:
+    out = Path(config.output_dir)
+    summary = summarize(runs, config.baseline_variant)
+    files = {
+        "markdown": out / "results.md",
+        "csv": out / "results.csv",
+        "json": out / "results.json",
+    }
+    _write_atomic(files["markdown"], summary_markdown(summary))
+    _write_atomic(files["csv"], _summary_csv(summary))
+    _write_json(files["json"], {"summary": summary, "runs": list(runs)})
+    if config.plot and summary:
+        files["plot"] = out / "results.png"
+        _plot(summary, files["plot"])
+    return files
+
+
+# --------------------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the ``tisa glue`` options to ``parser``."""
+    g = parser.add_argument_group("what to run")
+    g.add_argument(
+        "--task",
+        nargs="+",
+        default=None,
+        metavar="TASK",
+        choices=[*GLUE_TASKS, "all", "custom"],
+        help=f"GLUE task(s): {', '.join(GLUE_TASKS)}, or all; 'custom' with --train-file",
+    )
+    g.add_argument("--model", required=True, help="HF model id or local path")
+    g.add_argument(
+        "--tisa",
+        nargs="+",
+        default=["none"],
+        choices=VARIANTS,
+        help="position variant(s) to compare: none (model as is), keep (TISA next to the "
+        "position embeddings), remove (TISA instead of them); default: none",
+    )
+    g.add_argument("--scoring", default="rbf", help="TISA scoring family (default: rbf)")
+    g.add_argument("--num-kernels", type=int, default=5, help="RBF kernels per head (default: 5)")
+    g.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="default: 1 2 3")
+    g.add_argument(
+        "--baseline",
+        default=None,
+        choices=VARIANTS,
+        help="variant the relative error reduction is computed against (default: none "
+        "when it is compared, else the first --tisa value)",
+    )
+
+    g = parser.add_argument_group("training")
+    length = g.add_mutually_exclusive_group()
+    length.add_argument("--epochs", type=float, default=3.0, help="default: 3")
+    length.add_argument("--max-steps", type=int, default=None, help="steps instead of epochs")
+    g.add_argument("--batch-size", type=int, default=32, help="per device (default: 32)")
+    g.add_argument("--eval-batch-size", type=int, default=None, help="default: --batch-size")
+    g.add_argument("--learning-rate", type=float, default=2e-5, help="default: 2e-5")
+    g.add_argument("--warmup-ratio", type=float, default=0.1, help="default: 0.1")
+    g.add_argument("--weight-decay", type=float, default=0.01, help="default: 0.01")
+    g.add_argument("--max-length", type=int, default=128, help="tokens (default: 128)")
+    g.add_argument(
+        "--max-train-samples",
+        type=int,
+        default=None,
+        help="train on the first N examples after a shuffle with seed 0",
+    )
+    g.add_argument("--max-eval-samples", type=int, default=None, help="likewise for dev sets")
+    g.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision (GPU)")
+    g.add_argument("--save-steps", type=int, default=500, help="checkpoint every N steps")
+    g.add_argument("--logging-steps", type=int, default=50, help="log every N steps")
+
+    g = parser.add_argument_group("data")
+    g.add_argument(
+        "--glue-dir",
+        default=None,
+        help="classic glue_data folder (default: the HF hub dataset nyu-mll/glue)",
+    )
+    g.add_argument("--hf-path", default=HF_GLUE, help=f"hub dataset (default: {HF_GLUE})")
+    g.add_argument("--train-file", default=None, help="custom task: .csv, .tsv or .jsonl")
+    g.add_argument("--validation-file", default=None, help="custom task: evaluation file")
+    g.add_argument("--text-columns", nargs="+", default=None, help="custom task: 1 or 2 columns")
+    g.add_argument("--label-column", default="label", help="custom task (default: label)")
+    g.add_argument(
+        "--task-type",
+        default="auto",
+        choices=["auto", "classification", "regression"],
+        help="custom task (default: inferred from the labels)",
+    )
+
+    g = parser.add_argument_group("output")
+    g.add_argument("--output-dir", default="glue_runs", help="default: glue_runs")
+    g.add_argument(
+        "--keep-checkpoints", action="store_true", help="keep finished runs' checkpoints"
+    )
+    g.add_argument("--no-plot", action="store_true", help="do not write results.png")
+
+
+def config_from_args(args: argparse.Namespace) -> GlueConfig:
+    """The :class:`GlueConfig` described by parsed ``tisa glue`` arguments."""
+    return GlueConfig(
+        model=args.model,
+        tasks=tuple(args.task or ()),
+        variants=tuple(args.tisa),
+        seeds=tuple(args.seeds),
+        output_dir=args.output_dir,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        batch_size=args.batch_size,
+        eval_batch_size=args.eval_batch_size,
+        learning_rate=args.learning_rate,
+        warmup_ratio=args.warmup_ratio,
+        weight_decay=args.weight_decay,
+        max_length=args.max_length,
+        max_train_samples=args.max_train_samples,
+        max_eval_samples=args.max_eval_samples,
+        baseline=args.baseline,
+        scoring=args.scoring,
+        num_kernels=args.num_kernels,
+        glue_dir=args.glue_dir,
+        hf_path=args.hf_path,
+        train_file=args.train_file,
+        validation_file=args.validation_file,
+        text_columns=None if args.text_columns is None else tuple(args.text_columns),
+        label_column=args.label_column,
+        task_type=args.task_type,
+        save_steps=args.save_steps,
+        logging_steps=args.logging_steps,
+        bf16=args.bf16,
+        keep_checkpoints=args.keep_checkpoints,
+        plot=not args.no_plot,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """``tisa glue``: runs the experiment and prints the results table."""
+    try:
+        config = config_from_args(args)
+        results = run_glue(config)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"tisa glue: error: {err}", file=sys.stderr)
+        return 2
+    if _is_main_process():
+        print(summary_markdown(results.summary), end="")
+        for name, path in results.files.items():
+            print(f"{name}: {path}")
+    return 0
