@@ -1,0 +1,428 @@
+"""Matplotlib figures for analyses and reports. Draws only: every number comes in computed.
+
+Figures are built with :class:`matplotlib.figure.Figure` directly (the Agg canvas, no
+pyplot state), so this module works headless and never changes the caller's backend.
+Each function returns a ``Figure``; :func:`figure_png` turns one into PNG bytes and
+:func:`save_figure` writes it to disk.
+
+Letters: L positions, H heads, N layers, K offsets.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.colors import PowerNorm
+from matplotlib.figure import Figure
+
+__all__ = [
+    "comparison_bars",
+    "figure_png",
+    "matrices_grid",
+    "matrix_heatmap",
+    "matrix_heatmaps",
+    "offset_profiles",
+    "save_figure",
+    "scoring_curves",
+    "training_curves",
+    "value_heatmaps",
+]
+
+DPI = 110
+_ATTENTION_CMAP = "magma"
+_MATRIX_CMAP = "viridis"
+_SIGNED_CMAP = "RdBu_r"
+_TI_CMAP = "YlGnBu"
+
+
+def _np(x) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().double().numpy()
+    return np.asarray(x, dtype=float)
+
+
+def figure_png(fig: Figure, *, dpi: int = DPI) -> bytes:
+    """PNG bytes of a figure."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", facecolor="white")
+    return buf.getvalue()
+
+
+def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
+    """Writes ``fig`` as PNG to ``path`` (parent folders are created) and returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(figure_png(fig, dpi=dpi))
+    return path
+
+
+def _limits(m: np.ndarray, mode: str) -> tuple[float, float]:
+    finite = m[np.isfinite(m)]
+    if finite.size == 0:
+        return 0.0, 1.0
+    if mode == "signed":
+        v = float(np.quantile(np.abs(finite), 0.995)) or 1.0
+        return -v, v
+    if mode == "attention":
+        return 0.0, float(np.quantile(finite, 0.99)) or 1.0
+    return float(np.quantile(finite, 0.005)), float(np.quantile(finite, 0.995))
+
+
+def _cmap(mode: str) -> str:
+    return {"signed": _SIGNED_CMAP, "attention": _ATTENTION_CMAP}.get(mode, _MATRIX_CMAP)
+
+
+def _show(ax, m: np.ndarray, mode: str, limits: tuple[float, float]):
+    """imshow with the colour scaling of ``mode``.
+
+    Attention uses a square-root colour scale: a few "sink" columns (the first token)
+    take most of the weight, and a linear scale would hide everything else.
+    """
+    lo, hi = limits
+    if mode == "attention":
+        norm = PowerNorm(gamma=0.5, vmin=max(lo, 0.0), vmax=hi, clip=True)
+        return ax.imshow(m, cmap=_cmap(mode), norm=norm, interpolation="antialiased")
+    return ax.imshow(m, cmap=_cmap(mode), vmin=lo, vmax=hi, interpolation="antialiased")
+
+
+def matrix_heatmaps(
+    matrices: Sequence[tuple[str, object]],
+    *,
+    suptitle: str | None = None,
+    mode: str = "matrix",
+    xlabel: str = "key position j",
+    ylabel: str = "query position i",
+    panel_size: float = 4.0,
+) -> Figure:
+    """Side-by-side heatmaps, one colour bar each.
+
+    Args:
+        matrices: (title, (L, L) array) pairs.
+        suptitle: figure title.
+        mode: ``"matrix"`` (viridis, 0.5-99.5% range), ``"signed"`` (diverging, centred
+            on 0) or ``"attention"`` (magma, square-root scale from 0 to the 99th
+            percentile).
+        xlabel, ylabel: axis labels.
+        panel_size: inches per panel.
+    """
+    n = len(matrices)
+    fig = Figure(figsize=(panel_size * n + 0.6 * n, panel_size), layout="constrained")
+    axes = fig.subplots(1, n, squeeze=False)[0]
+    for ax, (title, m) in zip(axes, matrices, strict=True):
+        m = _np(m)
+        im = _show(ax, m, mode, _limits(m, mode))
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel(xlabel, fontsize=9)
+        ax.set_ylabel(ylabel, fontsize=9)
+        ax.tick_params(labelsize=8)
+        fig.colorbar(im, ax=ax, shrink=0.85)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=12)
+    return fig
+
+
+def matrix_heatmap(
+    matrix: object, *, title: str, mode: str = "matrix", suptitle: str | None = None
+) -> Figure:
+    """One (L, L) heatmap; see :func:`matrix_heatmaps` for ``mode``."""
+    return matrix_heatmaps([(title, matrix)], suptitle=suptitle, mode=mode)
+
+
+def matrices_grid(
+    matrices: object,
+    *,
+    titles: Sequence[str],
+    suptitle: str | None = None,
+    ncols: int = 6,
+    mode: str = "signed",
+    shared_scale: bool = False,
+    row_labels: Sequence[str] | None = None,
+) -> Figure:
+    """A grid of small heatmaps, e.g. F_P of every head: (n, L, L), one title each.
+
+    Args:
+        matrices: (n, L, L) array.
+        titles: n panel titles.
+        suptitle: figure title.
+        ncols: panels per row.
+        mode: colour scheme (see :func:`matrix_heatmaps`); each panel is scaled on its own
+            unless ``shared_scale``.
+        shared_scale: one colour range for all panels (and one colour bar).
+        row_labels: optional label per row of panels (drawn as the first panel's y label).
+    """
+    arr = _np(matrices)
+    n = arr.shape[0]
+    if len(titles) != n:
+        raise ValueError(f"titles must have {n} entries, got {len(titles)}")
+    ncols = max(1, min(ncols, n))
+    nrows = math.ceil(n / ncols)
+    fig = Figure(figsize=(2.1 * ncols + 0.8, 2.2 * nrows + 0.5), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    shared = _limits(arr, mode) if shared_scale else None
+    im = None
+    for idx, ax in enumerate(axes.flat):
+        if idx >= n:
+            ax.axis("off")
+            continue
+        im = _show(ax, arr[idx], mode, shared or _limits(arr[idx], mode))
+        ax.set_title(titles[idx], fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        if row_labels is not None and idx % ncols == 0:
+            ax.set_ylabel(row_labels[idx // ncols], fontsize=9)
+    if shared_scale and im is not None:
+        fig.colorbar(im, ax=axes, shrink=0.6)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=11)
+    return fig
+
+
+def value_heatmaps(
+    panels: Mapping[str, object],
+    *,
+    suptitle: str | None = None,
+    row_label: str = "layer",
+    col_label: str = "head",
+    vmin: float = 0.0,
+    vmax: float = 1.0,
+    annotate: bool = True,
+    cmap: str = _TI_CMAP,
+    row_start: int = 1,
+    col_start: int = 1,
+    row_names: Sequence[str] | None = None,
+) -> Figure:
+    """Annotated heatmaps of small tables, e.g. TI per layer (rows) and head (columns).
+
+    Args:
+        panels: title -> (rows, cols) array; panels sit side by side.
+        suptitle: figure title.
+        row_label, col_label: axis labels.
+        vmin, vmax: colour range (0..1 for TI).
+        annotate: write each value (2 decimals) into its cell.
+        cmap: colour map.
+        row_start, col_start: number of the first row / column in tick labels.
+        row_names: tick labels for the rows instead of numbers.
+    """
+    items = [(t, _np(v)) for t, v in panels.items()]
+    for title, v in items:
+        if v.ndim != 2:
+            raise ValueError(f"panel {title!r} must be 2-D (rows, cols), got shape {v.shape}")
+    extra = 0.6 if row_names else 0.0
+    width = sum(max(2.5, 0.42 * v.shape[1] + 1.2 + extra) for _, v in items)
+    height = max(2.0, 0.42 * max(v.shape[0] for _, v in items) + 1.3)
+    fig = Figure(figsize=(width + 0.8, height), layout="constrained")
+    axes = fig.subplots(1, len(items), squeeze=False)[0]
+    im = None
+    for ax, (title, v) in zip(axes, items, strict=True):
+        im = ax.imshow(v, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel(col_label, fontsize=9)
+        ax.set_ylabel(row_label, fontsize=9)
+        ax.set_xticks(range(v.shape[1]), [str(i + col_start) for i in range(v.shape[1])])
+        rows = row_names or [str(i + row_start) for i in range(v.shape[0])]
+        ax.set_yticks(range(v.shape[0]), list(rows))
+        ax.tick_params(labelsize=8)
+        if annotate and v.size <= 400:
+            mid = (vmin + vmax) / 2
+            for (r, c), val in np.ndenumerate(v):
+                color = "white" if val > mid else "black"
+                ax.text(c, r, f"{val:.2f}", ha="center", va="center", fontsize=6.5, color=color)
+    if im is not None:
+        fig.colorbar(im, ax=axes, shrink=0.8)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=11)
+    return fig
+
+
+def offset_profiles(
+    panels: Sequence[tuple[str, object, Mapping[str, tuple[object, object | None]]]],
+    *,
+    suptitle: str | None = None,
+    xlabel: str = "offset k = j - i",
+    ylabel: str | Sequence[str] = "mean over the diagonal",
+    max_legend: int = 12,
+    ncols: int = 2,
+) -> Figure:
+    """Line plots of values against the offset k, one panel per group.
+
+    Args:
+        panels: (title, offsets (K,), {label: (mean (K,), std (K,) or None)}) triples; a
+            std draws a shaded +-1 std band.
+        suptitle: figure title.
+        xlabel: x label.
+        ylabel: y label (one for all panels or one per panel).
+        max_legend: legends with more entries are left out.
+        ncols: panels per row.
+    """
+    n = len(panels)
+    ncols = max(1, min(ncols, n))
+    nrows = math.ceil(n / ncols)
+    fig = Figure(figsize=(5.4 * ncols, 3.7 * nrows + 0.3), layout="constrained")
+    grid = fig.subplots(nrows, ncols, squeeze=False).flat
+    axes = list(grid)
+    for ax in axes[n:]:
+        ax.axis("off")
+    labels = [ylabel] * n if isinstance(ylabel, str) else list(ylabel)
+    for ax, (title, offsets, curves), yl in zip(axes[:n], panels, labels, strict=True):
+        k = _np(offsets)
+        many = len(curves) > 6
+        for label, (mean, std) in curves.items():
+            m = _np(mean)
+            (line,) = ax.plot(k, m, lw=1.0 if many else 1.5, label=label)
+            if std is not None:
+                s = _np(std)
+                ax.fill_between(k, m - s, m + s, color=line.get_color(), alpha=0.2, lw=0)
+        ax.axvline(0, color="0.6", lw=0.8, ls=":")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel(xlabel, fontsize=9)
+        ax.set_ylabel(yl, fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.grid(alpha=0.3)
+        if 1 < len(curves) <= max_legend:
+            ax.legend(fontsize=7, ncol=2 if len(curves) > 4 else 1, frameon=False)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=11)
+    return fig
+
+
+def scoring_curves(
+    offsets: object,
+    values: object,
+    *,
+    layers: Sequence[int] | None = None,
+    titles: Sequence[str] | None = None,
+    suptitle: str | None = None,
+    ncols: int = 4,
+) -> Figure:
+    """f_h(k) of every head, one panel per layer (or per scoring function).
+
+    Args:
+        offsets: (K,) offsets.
+        values: (N, H, K) f_h(k) per panel and head.
+        layers: N layer indices (0-based; panels titled "layer 1", ...).
+        titles: N panel titles instead (e.g. scoring family names).
+        suptitle: figure title.
+        ncols: panels per row.
+    """
+    k = _np(offsets)
+    v = _np(values)
+    n = v.shape[0]
+    if titles is None:
+        titles = [f"layer {i + 1}" for i in (layers if layers is not None else range(n))]
+    if len(titles) != n:
+        raise ValueError(f"titles/layers must have {n} entries, got {len(titles)}")
+    ncols = max(1, min(ncols, n))
+    nrows = math.ceil(n / ncols)
+    fig = Figure(figsize=(3.6 * ncols, 2.8 * nrows + 0.4), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for idx, ax in enumerate(axes.flat):
+        if idx >= n:
+            ax.axis("off")
+            continue
+        for h in range(v.shape[1]):
+            ax.plot(k, v[idx, h], lw=1.0, label=f"h{h + 1}")
+        ax.axvline(0, color="0.6", lw=0.8, ls=":")
+        ax.set_title(titles[idx], fontsize=9)
+        ax.set_xlabel("offset k = j - i", fontsize=8)
+        ax.set_ylabel("f_h(k)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    if v.shape[1] <= 16:
+        axes.flat[0].legend(fontsize=6, ncol=2, frameon=False)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=11)
+    return fig
+
+
+def training_curves(
+    steps: Sequence[float],
+    series: Mapping[str, Sequence[float]],
+    *,
+    eval_loss: Sequence[float | None] | None = None,
+    suptitle: str | None = None,
+) -> Figure:
+    """TI against training step, and against validation loss when given.
+
+    Args:
+        steps: training step of each checkpoint.
+        series: label -> one TI value per checkpoint.
+        eval_loss: validation loss per checkpoint (None entries are skipped).
+        suptitle: figure title.
+    """
+    has_loss = eval_loss is not None and any(x is not None for x in eval_loss)
+    fig = Figure(figsize=(10.4 if has_loss else 5.4, 3.7), layout="constrained")
+    axes = fig.subplots(1, 2 if has_loss else 1, squeeze=False)[0]
+    for label, values in series.items():
+        axes[0].plot(steps, values, marker="o", lw=1.5, label=label)
+    axes[0].set_xlabel("training step", fontsize=9)
+    axes[0].set_ylabel("translation invariance", fontsize=9)
+    axes[0].set_title("TI over training", fontsize=10)
+    if has_loss:
+        ax = axes[1]
+        for label, values in series.items():
+            pts = [(x, y) for x, y in zip(eval_loss, values, strict=True) if x is not None]
+            xs, ys = zip(*pts, strict=True)
+            ax.plot(xs, ys, marker="o", lw=0.8, ls="--", label=label)
+        ax.set_xlabel("validation loss", fontsize=9)
+        ax.set_ylabel("translation invariance", fontsize=9)
+        ax.set_title("TI against validation loss", fontsize=10)
+        ax.invert_xaxis()  # better (lower) loss to the right
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=8)
+        ax.legend(fontsize=8, frameon=False)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=11)
+    return fig
+
+
+def comparison_bars(
+    groups: Sequence[str],
+    series: Mapping[str, Sequence[float | None]],
+    *,
+    title: str | None = None,
+    ylabel: str = "translation invariance",
+    ylim: tuple[float, float] | None = (0.0, 1.0),
+) -> Figure:
+    """Grouped bars: one group per model, one bar per metric (missing values skipped).
+
+    Args:
+        groups: group (model) names.
+        series: metric label -> one value per group (``None`` when not available).
+        title: figure title.
+        ylabel: y label.
+        ylim: y range.
+    """
+    n_series = max(1, len(series))
+    width = 0.8 / n_series
+    x = np.arange(len(groups))
+    fig = Figure(figsize=(max(5.5, 1.1 * len(groups) * n_series / 2 + 3.5), 3.8))
+    fig.set_layout_engine("constrained")
+    ax = fig.subplots()
+    for idx, (label, values) in enumerate(series.items()):
+        vals = np.array([np.nan if v is None else float(v) for v in values])
+        pos = x - 0.4 + width * (idx + 0.5)
+        bars = ax.bar(pos, vals, width=width * 0.95, label=label)
+        for rect, v in zip(bars, vals, strict=True):
+            if np.isfinite(v):
+                ax.text(
+                    rect.get_x() + rect.get_width() / 2,
+                    v,
+                    f"{v:.2f}",
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                )
+    ax.set_xticks(x, groups, fontsize=8, rotation=15 if len(groups) > 3 else 0)
+    ax.set_ylabel(ylabel, fontsize=9)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if title:
+        ax.set_title(title, fontsize=11)
+    return fig
