@@ -1,0 +1,272 @@
+"""The attention function and mask function that transformers calls for TISA models.
+
+transformers 5 decouples models from their attention kernel: each attention layer calls
+``ALL_ATTENTION_FUNCTIONS[config._attn_implementation](module, q, k, v, mask, ...)``, and
+the model builds its mask with ``ALL_MASK_ATTENTION_FUNCTIONS[config._attn_implementation]``.
+This module registers four names with both interfaces:
+
+==============  ==========================================================================
+``"tisa"``      :func:`tisa.attention.attention` with the backend named in ``config.tisa``
+                (``"auto"`` unless set otherwise)
+``"tisa_eager"`` backend ``"eager"``; also returns the attention probabilities
+``"tisa_sdpa"``  backend ``"sdpa"``
+``"tisa_flex"``  backend ``"flex"``
+==============  ==========================================================================
+
+Registering a mask function matters: transformers gives an attention implementation that
+has no mask function ``attention_mask=None``, so padding would be silently ignored.
+
+Where the scoring functions come from: a TISA model's base model (``model.base_model``)
+holds them in ``tisa_scorers`` (an ``nn.ModuleList``) and a forward pre-hook adds that list
+to the keyword arguments of its forward call. transformers passes these keyword arguments
+down to every attention layer and into the attention function, which picks the scorer of
+its layer (attribute ``tisa_layer`` of the attention module; ALBERT, whose layers are
+applied several times, also passes the depth ``tisa_depth``). Attention modules without
+``tisa_layer`` (cross-attention) get no positional bias.
+
+Letters: B batch, H heads, Lq queries, Lk keys, D head size.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from transformers import AttentionInterface
+from transformers.masking_utils import (
+    AttentionMaskInterface,
+    bidirectional_mask_function,
+    prepare_padding_mask,
+    sdpa_mask,
+)
+
+from tisa import bias as bias_lib
+from tisa.attention import attention
+
+__all__ = [
+    "IMPLEMENTATIONS",
+    "apply_rotary",
+    "register",
+    "tisa_attention_forward",
+    "tisa_mask",
+]
+
+#: attention implementation name -> tisa.attention backend (None: read config.tisa)
+IMPLEMENTATIONS: dict[str, str | None] = {
+    "tisa": None,
+    "tisa_eager": "eager",
+    "tisa_sdpa": "sdpa",
+    "tisa_flex": "flex",
+}
+
+
+# ------------------------------------------------------------------------------ rotary
+
+
+@functools.lru_cache(maxsize=32)
+def _rotary_tables(
+    start: int, length: int, dim: int, base: float, device: torch.device, dtype: torch.dtype
+) -> tuple[Tensor, Tensor]:
+    inv_freq = 1.0 / base ** (torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim)
+    pos = torch.arange(start, start + length, device=device, dtype=torch.float32)
+    angles = torch.outer(pos, inv_freq)  # (L, D/2)
+    emb = torch.cat([angles, angles], dim=-1)  # (L, D)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def apply_rotary(x: Tensor, start: int, base: float = 10000.0) -> Tensor:
+    """Rotary position embedding (Su et al., 2021; rotate-half layout) of positions start...
+
+    Args:
+        x: (B, H, L, D) queries or keys, D even.
+        start: position of the first of the L rows.
+        base: frequency base.
+
+    Returns:
+        (B, H, L, D), the rows rotated by their positions start .. start + L - 1.
+    """
+    length, dim = x.shape[-2], x.shape[-1]
+    cos, sin = _rotary_tables(start, length, dim, float(base), x.device, x.dtype)
+    x1, x2 = x[..., : dim // 2], x[..., dim // 2 :]
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def _scorer_for(module: nn.Module, kwargs: dict[str, Any]):
+    """The scoring function of this attention call, or None (no TISA bias here)."""
+    layer = getattr(module, "tisa_layer", None)
+    if layer is None:
+        return None  # cross-attention or a module TISA was not installed on
+    scorers = kwargs.get("tisa_scorers")
+    if scorers is None:
+        raise RuntimeError(
+            "TISA attention was called without its scoring functions: call the model (or its "
+            "base model), not an inner module; the base model passes them to every layer"
+        )
+    if len(scorers) == 0:
+        return None  # rotary only, or no positional information at all
+    if len(scorers) == 1:
+        return scorers[0]  # shared across layers (or a one-layer model)
+    depth = kwargs.get("tisa_depth")
+    if depth is not None:  # ALBERT: shared layer modules, one scorer per applied layer
+        layer = depth * module.config.inner_group_num + layer
+    return scorers[layer]
+
+
+def _eager_with_weights(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    scorer,
+    mask: Tensor | None,
+    causal: bool,
+    dropout: float,
+    scale: float,
+) -> tuple[Tensor, Tensor]:
+    """Attention written out, returning the probabilities too: (B,H,Lq,D), (B,H,Lq,Lk)."""
+    lq, lk = q.shape[-2], k.shape[-2]
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # (B, H, Lq, Lk)
+    if scorer is not None:
+        scores = scores + bias_lib.expand(bias_lib.table(scorer, lq, lk).to(q.dtype), lq, lk)
+    neg = torch.finfo(scores.dtype).min
+    if mask is not None:
+        scores = scores.masked_fill(~mask, neg) if mask.dtype == torch.bool else scores + mask
+    if causal:
+        positions = torch.arange(lk, device=q.device)
+        keep = positions[None, :] <= positions[lk - lq :, None]  # (Lq, Lk): key j <= query
+        scores = scores.masked_fill(~keep, neg)
+    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    probs = nn.functional.dropout(probs, p=dropout, training=dropout > 0)
+    return torch.matmul(probs, v), probs
+
+
+def tisa_attention_forward(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    *,
+    backend: str | None = None,
+    **kwargs: Any,
+) -> tuple[Tensor, Tensor | None]:
+    """Attention function in transformers' ``AttentionInterface`` convention.
+
+    Args:
+        module: the calling attention layer (reads ``module.config.tisa``,
+            ``module.tisa_layer`` and ``module.is_causal``).
+        query: (B, H, Lq, D).
+        key: (B, H, Lk, D); with a key/value cache the queries are the last Lq positions.
+        value: (B, H, Lk, D).
+        attention_mask: None, a bool mask (True = attend) or an additive float mask
+            broadcastable to (B, H, Lq, Lk), as built by :func:`tisa_mask`.
+        scaling: logit scale (default 1 / sqrt(D)).
+        dropout: dropout probability on the attention probabilities.
+        backend: :func:`tisa.attention.attention` backend; None reads ``config.tisa``.
+        **kwargs: transformers' pass-through arguments, including ``tisa_scorers``.
+
+    Returns:
+        ``(out, weights)``: out (B, Lq, H, D); weights (B, H, Lq, Lk) for the eager backend
+        or when ``output_attentions`` is requested, else None.
+    """
+    settings = getattr(module.config, "tisa", None) or {}
+    if backend is None:
+        backend = settings.get("backend", "auto")
+    scorer = _scorer_for(module, kwargs)
+    lq, lk = query.shape[-2], key.shape[-2]
+    causal = bool(getattr(module, "is_causal", False)) and attention_mask is None
+    if causal and lq > 1 and lk > lq:
+        # transformers drops the mask only for a prefill into an empty static cache: the
+        # queries are then the *first* Lq positions, and later keys are unused slots.
+        key, value = key[:, :, :lq], value[:, :, :lq]
+        lk = lq
+    if settings.get("rotary", False) and getattr(module, "tisa_layer", None) is not None:
+        base = settings.get("rotary_base", 10000.0)
+        query = apply_rotary(query, lk - lq, base)
+        key = apply_rotary(key, 0, base)
+    scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+    if backend == "eager" or kwargs.get("output_attentions", False):
+        out, weights = _eager_with_weights(
+            query, key, value, scorer, attention_mask, causal, dropout, scale
+        )
+    else:
+        out = attention(
+            query,
+            key,
+            value,
+            scorer,
+            mask=attention_mask,
+            causal=causal,
+            dropout_p=dropout,
+            scale=scale,
+            backend=backend,
+        )
+        weights = None
+    return out.transpose(1, 2).contiguous(), weights  # (B, Lq, H, D)
+
+
+# -------------------------------------------------------------------------------- mask
+
+
+def tisa_mask(
+    batch_size: int,
+    q_length: int,
+    kv_length: int,
+    q_offset: int = 0,
+    kv_offset: int = 0,
+    mask_function=bidirectional_mask_function,
+    attention_mask: Tensor | None = None,
+    allow_is_causal_skip: bool = True,
+    allow_is_bidirectional_skip: bool = False,
+    use_vmap: bool = False,
+    device: torch.device | str = "cpu",
+    **kwargs: Any,
+) -> Tensor | None:
+    """Mask function in transformers' ``AttentionMaskInterface`` convention.
+
+    Bidirectional masks (encoders) stay compact: a padding mask (B, 1, 1, Lk) of bools, or
+    None when nothing is padded. Everything else (causal, sliding, custom patterns) is
+    transformers' own SDPA mask: (B, 1, Lq, Lk) bools, or None for a plain causal mask
+    that the attention function then applies itself.
+    """
+    if (
+        mask_function is bidirectional_mask_function
+        and not use_vmap
+        and allow_is_bidirectional_skip
+        and q_offset == 0
+    ):
+        padding = prepare_padding_mask(attention_mask, kv_length, kv_offset)
+        if padding is None or bool(padding.all()):
+            return None
+        return padding[:, None, None, :].to(device)  # (B, 1, 1, Lk)
+    return sdpa_mask(
+        batch_size=batch_size,
+        q_length=q_length,
+        kv_length=kv_length,
+        q_offset=q_offset,
+        kv_offset=kv_offset,
+        mask_function=mask_function,
+        attention_mask=attention_mask,
+        allow_is_causal_skip=allow_is_causal_skip,
+        allow_is_bidirectional_skip=allow_is_bidirectional_skip,
+        use_vmap=use_vmap,
+        device=device,
+    )
+
+
+def register() -> None:
+    """Registers the TISA attention and mask functions under every name in IMPLEMENTATIONS."""
+    for name, backend in IMPLEMENTATIONS.items():
+        fn = (
+            tisa_attention_forward
+            if backend is None
+            else functools.partial(tisa_attention_forward, backend=backend)
+        )
+        AttentionInterface.register(name, fn)
+        AttentionMaskInterface.register(name, tisa_mask)
