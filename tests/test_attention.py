@@ -205,6 +205,12 @@ def test_bad_input():
         attention(q, k[..., :4], v, s)
     with pytest.raises(ValueError, match=r"\(H, Lq \+ Lk - 1\) = \(3, 9\)"):
         attention(q, k, v, torch.zeros(3, 8))
+    with pytest.raises(ValueError, match="bias is on meta but q is on cpu"):
+        attention(q, k, v, torch.zeros(3, 9, device="meta"))
+    with pytest.raises(ValueError, match="mask is on meta"):
+        attention(q, k, v, s, mask=torch.ones(2, 1, 1, 5, dtype=torch.bool, device="meta"))
+    with pytest.raises(ValueError, match="one device"):
+        attention(q, k.to("meta"), v, s)
     with pytest.raises(ValueError, match="does not broadcast"):
         attention(q, k, v, s, mask=torch.ones(2, 1, 1, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="mask must be bool"):

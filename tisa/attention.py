@@ -38,7 +38,13 @@ from torch import Tensor, nn
 from tisa import bias as bias_lib
 from tisa.scoring import ScoringFunction, build
 
-__all__ = ["BACKENDS", "TisaSelfAttention", "attention", "resolve_backend"]
+__all__ = [
+    "BACKENDS",
+    "TisaSelfAttention",
+    "attention",
+    "attention_with_weights",
+    "resolve_backend",
+]
 
 Backend = Literal["auto", "eager", "sdpa", "flex"]
 BACKENDS: tuple[str, ...] = ("auto", "eager", "sdpa", "flex")
@@ -87,10 +93,37 @@ def attention(
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     chosen = resolve_backend(backend, q, k, v, tab, mask, dropout_p)
     if chosen == "eager":
-        return _eager(q, k, v, tab, mask, causal, dropout_p, scale)
+        return _eager(q, k, v, tab, mask, causal, dropout_p, scale)[0]
     if chosen == "flex":
         return _flex(q, k, v, tab, mask, causal, scale)
     return _sdpa(q, k, v, tab, mask, causal, dropout_p, scale)
+
+
+def attention_with_weights(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    bias: ScoringFunction | Tensor | None = None,
+    *,
+    mask: Tensor | None = None,
+    causal: bool = False,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """:func:`attention` on the eager backend, also returning the probabilities.
+
+    Same arguments as :func:`attention`. Returns ``(out, probs)``: (B, H, Lq, Dv) and the
+    attention probabilities (B, H, Lq, Lk) after masking and dropout.
+    """
+    _check_qkv(q, k, v)
+    b, h, lq, d = q.shape
+    lk = k.shape[-2]
+    tab = _as_table(bias, h, lq, lk, q)
+    mask = _check_mask(mask, q, b, h, lq, lk)
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    return _eager(q, k, v, tab, mask, causal, dropout_p, scale)
 
 
 def resolve_backend(
@@ -241,7 +274,8 @@ def _additive(mask: Tensor | None, causal: bool, lq: int, lk: int, dtype, device
 # ---------------------------------------------------------------------- backends
 
 
-def _eager(q, k, v, tab, mask, causal, dropout_p, scale) -> Tensor:
+def _eager(q, k, v, tab, mask, causal, dropout_p, scale) -> tuple[Tensor, Tensor]:
+    """The formula written out; returns the output and the attention probabilities."""
     lq, lk = q.shape[-2], k.shape[-2]
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # (B, H, Lq, Lk)
     if tab is not None:
@@ -252,7 +286,7 @@ def _eager(q, k, v, tab, mask, causal, dropout_p, scale) -> Tensor:
     probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
     if dropout_p > 0:
         probs = F.dropout(probs, p=dropout_p)
-    return torch.matmul(probs, v)  # (B, H, Lq, Dv)
+    return torch.matmul(probs, v), probs  # (B, H, Lq, Dv), (B, H, Lq, Lk)
 
 
 def _sdpa(q, k, v, tab, mask, causal, dropout_p, scale) -> Tensor:

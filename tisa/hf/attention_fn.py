@@ -42,8 +42,7 @@ from transformers.masking_utils import (
     sdpa_mask,
 )
 
-from tisa import bias as bias_lib
-from tisa.attention import attention
+from tisa.attention import attention, attention_with_weights
 
 __all__ = [
     "IMPLEMENTATIONS",
@@ -117,33 +116,6 @@ def _scorer_for(module: nn.Module, kwargs: dict[str, Any]):
     return scorers[layer]
 
 
-def _eager_with_weights(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    scorer,
-    mask: Tensor | None,
-    causal: bool,
-    dropout: float,
-    scale: float,
-) -> tuple[Tensor, Tensor]:
-    """Attention written out, returning the probabilities too: (B,H,Lq,D), (B,H,Lq,Lk)."""
-    lq, lk = q.shape[-2], k.shape[-2]
-    scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # (B, H, Lq, Lk)
-    if scorer is not None:
-        scores = scores + bias_lib.expand(bias_lib.table(scorer, lq, lk).to(q.dtype), lq, lk)
-    neg = torch.finfo(scores.dtype).min
-    if mask is not None:
-        scores = scores.masked_fill(~mask, neg) if mask.dtype == torch.bool else scores + mask
-    if causal:
-        positions = torch.arange(lk, device=q.device)
-        keep = positions[None, :] <= positions[lk - lq :, None]  # (Lq, Lk): key j <= query
-        scores = scores.masked_fill(~keep, neg)
-    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
-    probs = nn.functional.dropout(probs, p=dropout, training=dropout > 0)
-    return torch.matmul(probs, v), probs
-
-
 def tisa_attention_forward(
     module: nn.Module,
     query: Tensor,
@@ -192,8 +164,15 @@ def tisa_attention_forward(
         key = apply_rotary(key, 0, base)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
     if backend == "eager" or kwargs.get("output_attentions", False):
-        out, weights = _eager_with_weights(
-            query, key, value, scorer, attention_mask, causal, dropout, scale
+        out, weights = attention_with_weights(
+            query,
+            key,
+            value,
+            scorer,
+            mask=attention_mask,
+            causal=causal,
+            dropout_p=dropout,
+            scale=scale,
         )
     else:
         out = attention(
