@@ -1,0 +1,373 @@
+"""Masked-only MLM models, ``tisa pretrain`` runs, checkpoints, resume and data parallelism."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AlbertForMaskedLM, AutoModelForMaskedLM, BertForMaskedLM
+
+from tisa.train.callbacks import read_jsonl
+from tisa.train.models import (
+    POSITIONS,
+    build_config,
+    build_model,
+    has_absolute_positions,
+    load_masked_lm,
+    masked_lm_forward,
+    positional_parameter_counts,
+)
+from tisa.train.pretrain import PretrainConfig, find_checkpoint, pretrain
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: A run that takes a few seconds: tiny model, short blocks, a slice of Penn Treebank.
+TINY = dict(
+    size="tiny",
+    seq_len=32,
+    batch_size=8,
+    max_train_blocks=48,
+    max_eval_blocks=8,
+    vocab_size=600,
+    max_positions=64,
+    logging_steps=1,
+    progress=False,
+    tensorboard=False,
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tokenizer_cache(tmp_path_factory):
+    """Runs of this module share one tokenizer cache (and so one tokenizer) in tmp."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TISA_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
+def _batch(vocab: int, b: int = 3, n: int = 20, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (b, n), generator=g)
+    labels = torch.where(torch.rand(b, n, generator=g) < 0.3, ids, torch.full_like(ids, -100))
+    return ids, labels
+
+
+# ----------------------------------------------------------------------------- models
+
+
+@pytest.mark.parametrize(
+    "arch, stock_class", [("albert", AlbertForMaskedLM), ("bert", BertForMaskedLM)]
+)
+def test_masked_only_loss_equals_stock(arch, stock_class):
+    model = build_model(arch=arch, size="tiny", vocab_size=97, max_positions=32, seed=0)
+    stock = stock_class(model.config)
+    stock.load_state_dict(model.state_dict())
+    model.eval(), stock.eval()  # BERT has dropout
+    ids, labels = _batch(97)
+    ours = model(input_ids=ids, labels=labels)
+    ref = stock(input_ids=ids, labels=labels)
+    torch.testing.assert_close(ours.loss, ref.loss, atol=1e-6, rtol=1e-6)
+    selected = labels != -100
+    assert ours.logits.shape == (int(selected.sum()), 97)  # only masked rows projected
+    torch.testing.assert_close(ours.logits, ref.logits[selected], atol=1e-5, rtol=1e-5)
+    ours.loss.backward()
+    ref.loss.backward()
+    for (name, p), q in zip(model.named_parameters(), stock.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_masked_only_without_labels_and_without_masks():
+    model = build_model(size="tiny", vocab_size=50, max_positions=32, seed=0)
+    ids, _ = _batch(50)
+    assert model(input_ids=ids).logits.shape == (3, 20, 50)
+    out = model(input_ids=ids, labels=torch.full_like(ids, -100))
+    assert out.loss.item() == 0.0 and out.logits.shape == (0, 50)
+    out.loss.backward()  # connected to the graph, no NaN
+
+
+def test_saved_model_reloads_with_auto_classes(tmp_path):
+    model = build_model(size="tiny", vocab_size=50, max_positions=32, seed=1).eval()
+    model.save_pretrained(tmp_path)
+    again = load_masked_lm(tmp_path)
+    assert isinstance(again, AlbertForMaskedLM)
+    ids, labels = _batch(50, seed=2)
+    with torch.no_grad():
+        expected = model(input_ids=ids, labels=labels).loss
+        assert torch.allclose(masked_lm_forward(again, labels=labels, input_ids=ids).loss, expected)
+        assert torch.allclose(again(input_ids=ids, labels=labels).loss, expected, atol=1e-6)
+    assert isinstance(AutoModelForMaskedLM.from_pretrained(tmp_path), AlbertForMaskedLM)
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_every_position_scheme_trains(position):
+    model = build_model(size="tiny", position=position, vocab_size=60, max_positions=16, seed=0)
+    counts = positional_parameter_counts(model)
+    absolute = position in ("absolute", "absolute+tisa")
+    assert has_absolute_positions(model) == absolute
+    assert (counts["absolute"] > 0) == absolute
+    assert (counts["tisa"] > 0) == (position in ("tisa", "absolute+tisa", "t5", "kerple_log"))
+    if position in ("tisa", "absolute+tisa"):
+        assert counts["tisa"] == 3 * 5 * 2 * 2  # 3 parameters x S kernels x H heads x layers
+    length = 16 if absolute else 40  # beyond the table when there is none
+    ids, labels = _batch(60, n=length)
+    out = model(input_ids=ids, labels=labels, token_type_ids=torch.zeros_like(ids))
+    out.loss.backward()
+    assert torch.isfinite(out.loss)
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_model_bad_input():
+    with pytest.raises(ValueError, match="arch"):
+        build_config(arch="gpt")
+    with pytest.raises(ValueError, match="size"):
+        build_config(size="huge")
+    with pytest.raises(ValueError, match="position"):
+        build_model(size="tiny", position="sinusoidal", vocab_size=10)
+
+
+# ----------------------------------------------------------------------------- configs
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"position": "relative"}, "position"),
+        ({"size": "large"}, "size"),
+        ({"arch": "roberta"}, "arch"),
+        ({"seq_len": 1024, "max_positions": 512}, "max_positions"),
+        ({"position": "absolute+tisa", "seq_len": 600}, "max_positions"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"learning_rate": -1.0}, "learning_rate"),
+        ({"block_format": "docs"}, "block_format"),
+        ({"resume": True, "overwrite": True}, "exclude"),
+    ],
+)
+def test_config_rejects_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        PretrainConfig(output_dir="run", **kwargs)
+
+
+def test_config_allows_long_sequences_without_absolute_table():
+    PretrainConfig(output_dir="run", position="tisa", seq_len=1024, max_positions=512)
+
+
+def test_cli_reports_bad_input(tmp_path, capsys):
+    from tisa.cli import main
+
+    assert main(["pretrain", "--output-dir", str(tmp_path / "r"), "--position", "foo"]) == 2
+    assert "position must be one of" in capsys.readouterr().err
+    args = ["pretrain", "--output-dir", str(tmp_path / "r"), "--train-file", "missing.txt"]
+    assert main(args) == 2
+    assert "train_file" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    config = PretrainConfig(output_dir=str(out), max_steps=6, save_steps=3, eval_steps=3, **TINY)
+    assert pretrain(config) == out
+    return out
+
+
+def test_tiny_run_writes_checkpoints_and_metrics(tiny_run):
+    run = tiny_run
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-3", "checkpoint-6"]
+    assert not (run / ".staging").exists()
+    for ckpt in ("checkpoint-3", "checkpoint-6"):
+        names = {p.name for p in (run / ckpt).iterdir()}
+        assert {
+            "model.safetensors",
+            "optimizer.pt",
+            "trainer_state.json",
+            "tokenizer.json",
+        } <= names
+    assert (run / "model" / "config.json").is_file() and (
+        run / "tokenizer" / "tokenizer.json"
+    ).is_file()
+    rows = read_jsonl(run / "metrics.jsonl")
+    train = [r for r in rows if "loss" in r]
+    evals = [r for r in rows if "eval_loss" in r]
+    assert [r["step"] for r in train] == [1, 2, 3, 4, 5, 6]
+    assert all(r["tokens_per_s"] > 0 for r in train)
+    assert [r["step"] for r in evals] == [3, 6]
+    csv_lines = (run / "metrics.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("step,epoch,loss,eval_loss")
+    assert len(csv_lines) == 1 + len(rows)
+    results = json.loads((run / "results.json").read_text())
+    assert results["step"] == 6 and results["eval_loss"] == pytest.approx(evals[-1]["eval_loss"])
+    facts = json.loads((run / "pretrain_config.json").read_text())
+    assert facts["config"]["position"] == "absolute" and facts["tokens_per_step"] == 8 * 32
+    assert facts["positional_parameters"]["absolute"] == 64 * 16
+
+
+def test_tiny_run_records_translation_invariance(tiny_run):
+    rows = read_jsonl(tiny_run / "ti.jsonl")
+    assert [r["step"] for r in rows] == [3, 6]
+    evals = {
+        r["step"]: r["eval_loss"]
+        for r in read_jsonl(tiny_run / "metrics.jsonl")
+        if "eval_loss" in r
+    }
+    for r in rows:
+        assert r["eval_loss"] == pytest.approx(evals[r["step"]])
+        assert r["positions"] == 32
+        assert len(r["ti_fp_raw_heads"]) == 2
+        assert r["ti_fp_raw"] == pytest.approx(sum(r["ti_fp_raw_heads"]) / 2)
+        for key in ("ti_gram", "ti_fp_raw", "ti_fp_ln"):
+            assert 0.0 <= r[key] <= 1.0
+    # the value is recomputable from the saved checkpoint
+    from tisa.analysis import extract, metrics
+
+    model = load_masked_lm(tiny_run / "checkpoint-6")
+    gram = extract.extract(model, max_positions=32).gram
+    assert float(metrics.translation_invariance(gram)) == pytest.approx(rows[-1]["ti_gram"])
+
+
+def test_existing_run_needs_resume_or_overwrite(tiny_run):
+    with pytest.raises(ValueError, match="--resume"):
+        pretrain(PretrainConfig(output_dir=str(tiny_run), max_steps=6, **TINY))
+    other = dict(TINY, position="tisa")
+    with pytest.raises(ValueError, match="other settings.*position"):
+        pretrain(PretrainConfig(output_dir=str(tiny_run), max_steps=6, resume=True, **other))
+
+
+def test_crash_during_save_leaves_no_checkpoint(tmp_path, monkeypatch):
+    """A save that dies half-way never produces a folder named checkpoint-<step>."""
+    from transformers import Trainer
+
+    original = Trainer._save_rng_state
+    calls = []
+
+    def dying(self, output_dir):
+        calls.append(output_dir)
+        if len(calls) == 2:
+            raise RuntimeError("simulated crash while saving")
+        return original(self, output_dir)
+
+    monkeypatch.setattr(Trainer, "_save_rng_state", dying)
+    run = tmp_path / "run"
+    config = PretrainConfig(output_dir=str(run), max_steps=4, save_steps=2, eval_steps=2, **TINY)
+    with pytest.raises(RuntimeError, match="simulated"):
+        pretrain(config)
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-2"]
+    partial = run / ".staging" / "checkpoint-4"
+    assert (partial / "model.safetensors").is_file()  # written, but never renamed
+    assert find_checkpoint(run) == run / "checkpoint-2"
+
+
+_KILL_SCRIPT = textwrap.dedent(
+    """
+    import os, signal, sys
+    from transformers import TrainerCallback
+    from tisa.train.pretrain import PretrainConfig, pretrain
+
+    class KillAt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == int(sys.argv[2]):
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    config = PretrainConfig(output_dir=sys.argv[1], **eval(sys.argv[3]))
+    pretrain(config, callbacks=[KillAt()])
+    """
+)
+
+
+def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
+    settings = dict(TINY, max_steps=8, save_steps=4, eval_steps=4, seed=7)
+    straight = tmp_path / "straight"
+    pretrain(PretrainConfig(output_dir=str(straight), **settings))
+
+    killed = tmp_path / "killed"
+    script = tmp_path / "kill.py"
+    script.write_text(_KILL_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, str(script), str(killed), "6", repr(settings)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert sorted(p.name for p in killed.glob("checkpoint-*")) == ["checkpoint-4"]
+    assert not (killed / "model").exists()
+    logged = [r["step"] for r in read_jsonl(killed / "metrics.jsonl") if "loss" in r]
+    assert max(logged) >= 5  # it had trained past the checkpoint when it died
+    # Debris a crash could leave: a half-written staged save and a foreign incomplete folder.
+    (killed / ".staging" / "checkpoint-8").mkdir(parents=True)
+    (killed / "checkpoint-7").mkdir()
+    (killed / "checkpoint-7" / "config.json").write_text("{}")
+
+    pretrain(PretrainConfig(output_dir=str(killed), resume=True, **settings))
+    a = json.loads((straight / "results.json").read_text())
+    b = json.loads((killed / "results.json").read_text())
+    assert b["resumed_from"] == "checkpoint-4" and a["step"] == b["step"] == 8
+    assert b["eval_loss"] == pytest.approx(a["eval_loss"], rel=1e-6)
+    assert b["last_train_loss"] == pytest.approx(a["last_train_loss"], rel=1e-6)
+    rows_a, rows_b = read_jsonl(straight / "metrics.jsonl"), read_jsonl(killed / "metrics.jsonl")
+    assert [r["step"] for r in rows_a] == [r["step"] for r in rows_b]  # nothing logged twice
+    for ra, rb in zip(rows_a, rows_b, strict=True):
+        for key in ("loss", "eval_loss"):
+            if key in ra:
+                assert rb[key] == pytest.approx(ra[key], rel=1e-6)
+    assert [r["step"] for r in read_jsonl(killed / "ti.jsonl")] == [4, 8]
+
+
+_DDP_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys
+    import torch
+    from transformers import TrainerCallback
+    from tisa.train.pretrain import PretrainConfig, pretrain
+
+    class Record(TrainerCallback):
+        def on_train_end(self, args, state, control, model=None, **kwargs):
+            flat = torch.cat([p.detach().reshape(-1).double() for p in model.parameters()])
+            path = os.path.join(sys.argv[1], f"rank{args.process_index}.json")
+            with open(path, "w") as f:
+                json.dump({"mode": str(args.parallel_mode), "world": args.world_size,
+                           "sum": float(flat.sum()), "norm": float(flat.norm())}, f)
+
+    pretrain(PretrainConfig(output_dir=sys.argv[1], **eval(sys.argv[2])), callbacks=[Record()])
+    """
+)
+
+
+def test_data_parallel_with_torchrun(tmp_path):
+    """Two gloo processes train one model: identical weights on both ranks afterwards."""
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+    if not Path(torchrun).exists():
+        pytest.skip("torchrun not found")
+    script = tmp_path / "ddp.py"
+    script.write_text(_DDP_SCRIPT)
+    run = tmp_path / "ddp"
+    settings = dict(TINY, max_steps=4, batch_size=4, save_steps=2, eval_steps=2)
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [torchrun, "--nproc_per_node", "2", str(script), str(run), repr(settings)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ranks = [json.loads((run / f"rank{i}.json").read_text()) for i in (0, 1)]
+    assert all(r["mode"].endswith("DISTRIBUTED") and r["world"] == 2 for r in ranks)
+    assert ranks[0]["sum"] == ranks[1]["sum"] and ranks[0]["norm"] == ranks[1]["norm"]
+    assert {"rng_state_0.pth", "rng_state_1.pth"} <= {
+        p.name for p in (run / "checkpoint-4").iterdir()
+    }
+    facts = json.loads((run / "pretrain_config.json").read_text())
+    assert facts["world_size"] == 2 and facts["tokens_per_step"] == 2 * 4 * 32
+    state = json.loads((run / "checkpoint-4" / "trainer_state.json").read_text())
+    assert state["epoch"] == pytest.approx(4 * 2 * 4 / 48, abs=1e-3)  # data split over ranks

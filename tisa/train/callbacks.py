@@ -1,0 +1,224 @@
+"""Trainer callbacks: metrics files in the run folder, translation invariance over training.
+
+:class:`MetricsCallback` appends every log event (training loss, evaluation loss, learning
+rate, tokens per second of pure training time) to ``metrics.jsonl`` and ``metrics.csv``.
+
+:class:`TranslationInvarianceCallback` measures, at every checkpoint of a model with
+absolute position embeddings, how translation invariant its positional machinery is
+(Wennberg & Henter, 2021) and appends one JSON line to ``ti.jsonl``:
+
+* ``ti_gram``: TI of P P^T, with P the position embeddings of the trained positions;
+* ``ti_fp_raw``: mean over layer-1 heads of TI(F_P^h), F_P^h = P~ W_Q^h (W_K^h)^T P~^T /
+  sqrt(d_h), P~ = P mapped to the hidden size by the linear part of ALBERT's embedding
+  projection (the term the paper analyses); ``ti_fp_raw_heads`` holds each head's value;
+* ``ti_fp_ln``: the same with P~ as it reaches layer 1 (through the embedding LayerNorm);
+* ``step`` and ``eval_loss``: the step and the latest evaluation loss logged by then.
+
+TI(M) = 1 - ||M - T(M)||^2 / ||M - mean(M)||^2 with T(M) the least-squares Toeplitz
+approximation (:func:`tisa.analysis.metrics.translation_invariance`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+__all__ = [
+    "METRIC_COLUMNS",
+    "MetricsCallback",
+    "TranslationInvarianceCallback",
+    "latest_eval_loss",
+    "read_jsonl",
+    "truncate_after",
+]
+
+#: Columns of ``metrics.csv``.
+METRIC_COLUMNS: tuple[str, ...] = (
+    "step",
+    "epoch",
+    "loss",
+    "eval_loss",
+    "eval_perplexity",
+    "learning_rate",
+    "grad_norm",
+    "tokens_per_s",
+    "elapsed_s",
+)
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Rows of a JSON-lines file ([] when it does not exist)."""
+    p = Path(path)
+    if not p.is_file():
+        return []
+    rows = []
+    for line in p.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:  # a line cut short by a killed process
+                continue
+    return rows
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def truncate_after(run_dir: str | os.PathLike[str], step: int) -> None:
+    """Drops rows logged after ``step`` from the run's metrics and TI files.
+
+    Used when a killed run resumes from the checkpoint at ``step``: what it logged after
+    that checkpoint is redone, so it must not appear twice.
+    """
+    run = Path(run_dir)
+    for name in ("metrics.jsonl", "ti.jsonl"):
+        path = run / name
+        if path.is_file():
+            rows = [r for r in read_jsonl(path) if int(r.get("step", 0)) <= step]
+            _write_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
+    path = run / "metrics.csv"
+    if path.is_file():
+        _write_atomic(path, _csv_text(read_jsonl(run / "metrics.jsonl")))
+
+
+def _csv_text(rows: list[dict[str, Any]]) -> str:
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=METRIC_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in METRIC_COLUMNS})
+    return buf.getvalue()
+
+
+def latest_eval_loss(log_history: list[dict[str, Any]]) -> float | None:
+    """The last ``eval_loss`` in a Trainer ``log_history`` (None if none yet)."""
+    for entry in reversed(log_history):
+        if "eval_loss" in entry:
+            return float(entry["eval_loss"])
+    return None
+
+
+class MetricsCallback(TrainerCallback):
+    """Writes log events to ``metrics.jsonl`` / ``metrics.csv`` in the run folder.
+
+    Tokens per second count only the time spent inside training steps (forward,
+    backward, optimiser), not evaluation or checkpointing.
+
+    Args:
+        run_dir: the run folder.
+        tokens_per_step: tokens consumed by one optimiser step over all processes
+            (batch size x sequence length x processes x accumulation steps).
+    """
+
+    def __init__(self, run_dir: str | os.PathLike[str], tokens_per_step: int) -> None:
+        self.run_dir = Path(run_dir)
+        self.tokens_per_step = int(tokens_per_step)
+        self._step_start: float | None = None
+        self._train_time = 0.0
+        self._steps = 0
+        self._t0 = time.perf_counter()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._t0 = time.perf_counter()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step_start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._step_start is not None:
+            self._train_time += time.perf_counter() - self._step_start
+            self._steps += 1
+            self._step_start = None
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        row: dict[str, Any] = {
+            "step": int(state.global_step),
+            "epoch": None if state.epoch is None else round(float(state.epoch), 4),
+            "elapsed_s": round(time.perf_counter() - self._t0, 3),
+        }
+        for key in ("loss", "eval_loss", "learning_rate", "grad_norm"):
+            if key in logs:
+                row[key] = float(logs[key])
+        if "eval_loss" in logs:
+            row["eval_perplexity"] = _perplexity(float(logs["eval_loss"]))
+        if "loss" in logs and self._steps and self._train_time > 0:
+            row["tokens_per_s"] = round(self._steps * self.tokens_per_step / self._train_time, 1)
+            self._steps, self._train_time = 0, 0.0
+        if len(row) <= 3:  # nothing we track (e.g. the final train summary)
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        csv_path = self.run_dir / "metrics.csv"
+        new = not csv_path.is_file()
+        with open(csv_path, "a", encoding="utf-8", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=METRIC_COLUMNS, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in METRIC_COLUMNS})
+
+
+def _perplexity(loss: float) -> float:
+    return math.exp(loss) if loss < 700 else math.inf
+
+
+class TranslationInvarianceCallback(TrainerCallback):
+    """Appends the TI of P P^T and of layer-1 F_P to ``ti.jsonl`` at every checkpoint.
+
+    Does nothing for models without absolute position embeddings.
+
+    Args:
+        run_dir: the run folder.
+        max_positions: positions analysed (the training length: rows beyond it are never
+            trained and would only measure the initialisation).
+    """
+
+    def __init__(self, run_dir: str | os.PathLike[str], max_positions: int) -> None:
+        self.run_dir = Path(run_dir)
+        self.max_positions = int(max_positions)
+
+    def measure(self, model) -> dict[str, Any] | None:
+        """TI values of ``model`` (None when it has no absolute position embeddings)."""
+        from tisa.analysis import extract, metrics
+
+        if not extract.has_absolute_positions(model):
+            return None
+        terms = extract.extract(model, max_positions=self.max_positions)
+        heads = metrics.translation_invariance(terms.fp_raw)  # (H,)
+        return {
+            "ti_gram": float(metrics.translation_invariance(terms.gram)),
+            "ti_fp_raw": float(heads.mean()),
+            "ti_fp_ln": float(metrics.translation_invariance(terms.fp_ln).mean()),
+            "ti_fp_raw_heads": [float(v) for v in heads],
+            "positions": int(terms.position.shape[0]),
+        }
+
+    def on_save(self, args, state, control, model=None, **kwargs):
+        if not state.is_world_process_zero or model is None:
+            return
+        values = self.measure(model)
+        if values is None:
+            return
+        row = {
+            "step": int(state.global_step),
+            "eval_loss": latest_eval_loss(state.log_history),
+            **values,
+        }
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.run_dir / "ti.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
