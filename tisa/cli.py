@@ -2,7 +2,7 @@
 
 Each subcommand lives in its own module exposing::
 
-    HELP: str                                   # one line for ``tisa --help``
+    HELP: str                                   # one line (repeated in SUBCOMMANDS)
     def add_arguments(parser) -> None           # fills an argparse sub-parser
     def run(args: argparse.Namespace) -> int    # does the work, returns an exit code
 
@@ -16,31 +16,38 @@ import argparse
 import importlib
 import sys
 
-# subcommand name -> module path
-SUBCOMMANDS: dict[str, str] = {
-    "demo": "tisa.demo",
-    "bench": "tisa.bench",
-    "analyze": "tisa.analysis.cli",
-    "pretrain": "tisa.train.pretrain",
-    "extrapolate": "tisa.train.extrapolate",
-    "glue": "tisa.train.glue",
+# subcommand name -> (module path, the module's HELP line). Only the module of the
+# subcommand that runs is imported, so `tisa --help` stays fast.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "demo": (
+        "tisa.demo",
+        "Run the main job on embedded defaults and write an HTML report.",
+    ),
+    "bench": (
+        "tisa.bench",
+        "Run the attention benchmark (ratios against SDPA without positional bias).",
+    ),
+    "analyze": (
+        "tisa.analysis.cli",
+        "Measure translation invariance of position embeddings and attention (report.html).",
+    ),
+    "pretrain": (
+        "tisa.train.pretrain",
+        "Pretrain a masked language model with a chosen position scheme (absolute, TISA, ...).",
+    ),
+    "extrapolate": (
+        "tisa.train.extrapolate",
+        "Masked-LM loss of pretrained runs at sequence lengths beyond (or within) training.",
+    ),
+    "glue": (
+        "tisa.train.glue",
+        "Fine-tune on GLUE tasks (optionally with TISA) over several seeds; median results.",
+    ),
 }
 
 
-def _available() -> dict[str, object]:
-    modules = {}
-    for name, path in SUBCOMMANDS.items():
-        try:
-            modules[name] = importlib.import_module(path)
-        except ModuleNotFoundError as err:
-            # Only hide subcommands whose own module is absent; a missing dependency
-            # inside an existing module is a real error and must surface.
-            if err.name is None or not path.startswith(err.name):
-                raise
-    return modules
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``tisa`` parser; only ``command``'s module is imported to fill its options."""
     from tisa import __version__
 
     parser = argparse.ArgumentParser(
@@ -50,15 +57,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tisa {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module in _available().items():
-        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
-        module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+    for name, (path, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == command:
+            module = importlib.import_module(path)
+            module.add_arguments(p)
+            p.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(command if command in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

@@ -199,11 +199,14 @@ class TranslationInvarianceCallback(TrainerCallback):
         if not extract.has_absolute_positions(model):
             return None
         terms = extract.extract(model, max_positions=self.max_positions)
-        heads = metrics.translation_invariance(terms.fp_raw)  # (H,)
+        # a causal model never uses the upper triangle of F_P: measure what it attends to
+        heads = metrics.translation_invariance(terms.fp_raw, causal=terms.causal)  # (H,)
         return {
             "ti_gram": float(metrics.translation_invariance(terms.gram)),
             "ti_fp_raw": float(heads.mean()),
-            "ti_fp_ln": float(metrics.translation_invariance(terms.fp_ln).mean()),
+            "ti_fp_ln": float(
+                metrics.translation_invariance(terms.fp_ln, causal=terms.causal).mean()
+            ),
             "ti_fp_raw_heads": [float(v) for v in heads],
             "positions": int(terms.position.shape[0]),
         }
