@@ -9,14 +9,9 @@ each variant's time and peak memory as a ratio against
 ``bench`` extra (x-transformers) to include its relative-position and ALiBi biases.
 """
 
-import os
 import sys
 
 if __name__ == "__main__":
-    # Return freed tensors to the system at once so peak-memory readings are per variant.
-    if os.environ.get("MALLOC_MMAP_THRESHOLD_") is None:
-        os.environ["MALLOC_MMAP_THRESHOLD_"] = "65536"
-        os.execv(sys.executable, [sys.executable, *sys.argv])
     from tisa.cli import main
 
     sys.exit(main(["bench", "attention", *sys.argv[1:]]))

@@ -28,6 +28,7 @@ Backends
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Literal
 
@@ -414,24 +415,45 @@ def _flex(q, k, v, tab, mask, causal, scale) -> Tensor:
     if add is not None:
         add = add.reshape((1,) * (4 - add.dim()) + tuple(add.shape)).expand(b, h, lq, lk)
     shift = torch.tensor(lq - 1, device=q.device)  # table column = kv_idx - q_idx + Lq - 1
-    limit = torch.tensor(lk - lq if causal else lk, device=q.device)  # causal: kv <= q + limit
-    neg = torch.finfo(q.dtype).min
+    block_mask = _block_mask(lq, lk, causal, q.device)
     # Inductor's CPU FlexAttention template does not compile with dynamic shapes (torch
     # 2.13), so kernels are specialised per shape; allow one per length seen.
     with torch._dynamo.config.patch(recompile_limit=_FLEX_RECOMPILE_LIMIT):
-        return _compiled_flex()(q, k, v, tab, add, shift, limit, neg, scale)
+        return _compiled_flex()(q, k, v, tab, add, shift, block_mask, scale)
 
 
-def _flex_impl(q, k, v, tab, add, shift, limit, neg, scale):
+@functools.lru_cache(maxsize=64)
+def _block_mask(lq: int, lk: int, causal: bool, device: torch.device):
+    """FlexAttention block mask: causal (queries at the last Lq positions) or full.
+
+    Built compiled, from blocks: O((Lq/128) * (Lk/128)) memory. Without an explicit block
+    mask FlexAttention materialises an Lq x Lk one (512 MiB at L = 8192).
+    """
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    offset = lk - lq
+
+    def causal_mod(bi, hi, qi, ki):
+        return ki <= qi + offset
+
+    def full_mod(bi, hi, qi, ki):
+        return qi >= 0
+
+    return create_block_mask(
+        causal_mod if causal else full_mod, None, None, lq, lk, device=device, _compile=True
+    )
+
+
+def _flex_impl(q, k, v, tab, add, shift, block_mask, scale):
     from torch.nn.attention.flex_attention import flex_attention
 
     def score_mod(score, bi, hi, qi, ki):
         score = score + tab[hi, ki - qi + shift]
         if add is not None:
             score = score + add[bi, hi, qi, ki]
-        return torch.where(ki <= qi + limit, score, neg)
+        return score
 
-    return flex_attention(q, k, v, score_mod=score_mod, scale=scale)
+    return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)
 
 
 # ----------------------------------------------------------------------- module

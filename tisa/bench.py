@@ -6,16 +6,18 @@ straightforward dense construction of the bias) against
 :func:`torch.nn.functional.scaled_dot_product_attention` without any positional bias.
 
 Peak memory on CPU is read from the kernel (``VmHWM`` in ``/proc/self/status``, reset
-through ``/proc/self/clear_refs`` before each measurement); run under
-``MALLOC_MMAP_THRESHOLD_=65536`` (the benchmark script re-executes itself with it) so freed
-tensors go back to the system and do not hide the next variant's allocations.
+through ``/proc/self/clear_refs`` before each measurement). Memory is measured after all
+timings, with glibc's mmap threshold lowered to 64 KiB so that every tensor is mapped on
+allocation and unmapped on release: freed memory then cannot hide the next variant's
+allocations. Timings run with the default allocator, since a low threshold turns every
+allocation into page faults and would penalise allocation-heavy variants.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
-import os
 import re
 import statistics
 import time
@@ -47,6 +49,7 @@ def _status(field_name: str) -> int | None:
 def peak_memory(fn: Callable[[], object]) -> int | None:
     """Extra resident memory (bytes) at the peak of ``fn()``; None where unmeasurable."""
     gc.collect()
+    _trim()
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # reset the high-water mark
@@ -59,6 +62,26 @@ def peak_memory(fn: Callable[[], object]) -> int | None:
     if before is None or hwm is None:
         return None
     return max(0, hwm - before)
+
+
+_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
+
+
+def _set_mmap_threshold(nbytes: int) -> bool:
+    """Sets glibc's mmap threshold; False where the C library is not glibc."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, int(nbytes)))
+    except (OSError, AttributeError):
+        return False
+
+
+def _trim() -> None:
+    """Returns free heap memory to the system (glibc), so it cannot hide new allocations."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def interleaved_times(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
@@ -174,17 +197,20 @@ def _variants(cfg: AttentionBenchConfig, length: int, backward: bool):
 
 
 def run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool = True) -> list[dict]:
-    """Times and peak memory of every variant; one row per (variant, length, pass)."""
+    """Times and peak memory of every variant; one row per (variant, length, pass).
+
+    All timings come first (default allocator), then all memory readings (see the module
+    docstring), so the two never disturb each other.
+    """
     from tqdm.auto import tqdm
 
     jobs = [(n, True) for n in cfg.lengths] + [(n, False) for n in cfg.lengths]
     jobs += [(n, False) for n in cfg.forward_only_lengths]
     rows = []
-    for length, backward in tqdm(jobs, desc="attention benchmark", disable=not progress):
+    for length, backward in tqdm(jobs, desc="attention benchmark: time", disable=not progress):
         fns = _variants(cfg, length, backward)
         times = interleaved_times(fns, cfg.repeats)
-        mems = {name: peak_memory(fn) for name, fn in fns.items()}
-        base_t, base_m = times["sdpa, no bias (baseline)"], mems["sdpa, no bias (baseline)"]
+        base_t = times["sdpa, no bias (baseline)"]
         pair_t = times.get("rbf bias only: dense pairwise")
         for name in fns:
             bias_only = pair_t is not None and name.startswith("rbf bias only")
@@ -195,13 +221,32 @@ def run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool = True) ->
                     "pass": "fwd+bwd" if backward else "fwd",
                     "seconds": times[name],
                     "time_ratio": times[name] / base_t,
-                    "peak_bytes": mems[name],
-                    "memory_ratio": (mems[name] / base_m) if mems[name] and base_m else None,
                     "speedup_vs_pairwise": pair_t / times[name] if bias_only else None,
+                    "peak_bytes": None,
+                    "memory_ratio": None,
                 }
             )
         del fns
         gc.collect()
+    exact = _set_mmap_threshold(64 << 10)
+    try:
+        for length, backward in tqdm(
+            jobs, desc="attention benchmark: memory", disable=not progress
+        ):
+            fns = _variants(cfg, length, backward)
+            mems = {name: peak_memory(fn) for name, fn in fns.items()}
+            base_m = mems["sdpa, no bias (baseline)"]
+            pas = "fwd+bwd" if backward else "fwd"
+            for r in rows:
+                if r["length"] == length and r["pass"] == pas and r["variant"] in mems:
+                    m = mems[r["variant"]]
+                    r["peak_bytes"] = m
+                    r["memory_ratio"] = m / base_m if m is not None and base_m else None
+                    r["memory_exact"] = exact
+            del fns
+            gc.collect()
+    finally:
+        _set_mmap_threshold(32 << 20)  # glibc's largest dynamic threshold
     return rows
 
 
@@ -271,6 +316,6 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         with open(args.output, "w") as f:
             f.write(table)
-    if os.environ.get("MALLOC_MMAP_THRESHOLD_") is None:
-        print("note: run with MALLOC_MMAP_THRESHOLD_=65536 for reliable peak memory figures")
+    if rows and not rows[0].get("memory_exact", False):
+        print("note: not glibc; peak memory may be under-reported (freed memory is reused)")
     return 0

