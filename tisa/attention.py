@@ -84,14 +84,7 @@ def attention(
     Returns:
         (B, H, Lq, Dv) attention output.
     """
-    _check_qkv(q, k, v)
-    b, h, lq, d = q.shape
-    lk = k.shape[-2]
-    tab = _as_table(bias, h, lq, lk, q)
-    mask = _check_mask(mask, q, b, h, lq, lk)
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
-    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    tab, mask, scale = _prepare(q, k, v, bias, mask, dropout_p, scale)
     chosen = resolve_backend(backend, q, k, v, tab, mask, dropout_p)
     if chosen == "eager":
         return _eager(q, k, v, tab, mask, causal, dropout_p, scale)[0]
@@ -116,14 +109,7 @@ def attention_with_weights(
     Same arguments as :func:`attention`. Returns ``(out, probs)``: (B, H, Lq, Dv) and the
     attention probabilities (B, H, Lq, Lk) after masking and dropout.
     """
-    _check_qkv(q, k, v)
-    b, h, lq, d = q.shape
-    lk = k.shape[-2]
-    tab = _as_table(bias, h, lq, lk, q)
-    mask = _check_mask(mask, q, b, h, lq, lk)
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
-    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    tab, mask, scale = _prepare(q, k, v, bias, mask, dropout_p, scale)
     return _eager(q, k, v, tab, mask, causal, dropout_p, scale)
 
 
@@ -164,6 +150,19 @@ def resolve_backend(
 
 
 # ----------------------------------------------------------------------------- checks
+
+
+def _prepare(q, k, v, bias, mask, dropout_p, scale):
+    """Validates the inputs; returns the bias table, the checked mask and the scale."""
+    _check_qkv(q, k, v)
+    b, h, lq, d = q.shape
+    lk = k.shape[-2]
+    tab = _as_table(bias, h, lq, lk, q)
+    mask = _check_mask(mask, q, b, h, lq, lk)
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    return tab, mask, scale
 
 
 def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:

@@ -163,29 +163,11 @@ def tisa_attention_forward(
         query = apply_rotary(query, lk - lq, base)
         key = apply_rotary(key, 0, base)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+    common = dict(mask=attention_mask, causal=causal, dropout_p=dropout, scale=scale)
     if backend == "eager" or kwargs.get("output_attentions", False):
-        out, weights = attention_with_weights(
-            query,
-            key,
-            value,
-            scorer,
-            mask=attention_mask,
-            causal=causal,
-            dropout_p=dropout,
-            scale=scale,
-        )
+        out, weights = attention_with_weights(query, key, value, scorer, **common)
     else:
-        out = attention(
-            query,
-            key,
-            value,
-            scorer,
-            mask=attention_mask,
-            causal=causal,
-            dropout_p=dropout,
-            scale=scale,
-            backend=backend,
-        )
+        out = attention(query, key, value, scorer, backend=backend, **common)
         weights = None
     return out.transpose(1, 2).contiguous(), weights  # (B, Lq, H, D)
 
