@@ -175,7 +175,7 @@ def _glue_section(out: Path, args: argparse.Namespace, summary_rows: list[list])
         output_dir=str(out / "glue"),
         max_steps=args.glue_steps,
         batch_size=16,
-        learning_rate=5e-5,
+        learning_rate=2e-4,  # a short budget: MiniLM reaches ~77% SST-2 accuracy in 40 steps
         max_length=64,
         max_train_samples=16 * args.glue_steps,
         glue_dir=None if glue_dir is None else str(glue_dir),
