@@ -301,19 +301,15 @@ def _sdpa(q, k, v, tab, mask, causal, dropout_p, scale) -> Tensor:
             q, k, v, attn_mask=add, dropout_p=dropout_p, scale=scale
         )
     add = _additive(mask, causal, lq, lk, q.dtype, q.device)
-    if add is not None and add.requires_grad:
-        add = None  # handled below by the generic path
-        grad_mask = True
-    else:
-        grad_mask = False
     trainable = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v, tab))
-    if trainable and dropout_p == 0 and not grad_mask:
+    constant_mask = add is None or not add.requires_grad
+    if trainable and dropout_p == 0 and constant_mask:
         return _BiasedSDPA.apply(q, k, v, tab, add, scale)
-    # Generic path: a differentiable dense mask (PyTorch falls back to its math kernel when
-    # training; fused kernel at inference).
+    # Otherwise the bias is added to the mask as it is: at inference SDPA keeps its fused
+    # kernel; when training with dropout or a differentiable mask it runs PyTorch's math
+    # kernel, which handles both.
     dense = bias_lib.expand(tab, lq, lk)[None]  # (1, H, Lq, Lk)
-    full = _additive(mask, causal, lq, lk, q.dtype, q.device)
-    attn_mask = dense if full is None else dense + full
+    attn_mask = dense if add is None else dense + add
     return F.scaled_dot_product_attention(
         q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale
     )
