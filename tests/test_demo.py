@@ -1,4 +1,3 @@
-import pytest
 import torch
 
 from tisa import demo, scoring
@@ -14,7 +13,6 @@ def test_scoring_function_values_cover_every_family():
     assert values["alibi"][:, 8].abs().max() == 0
 
 
-@pytest.mark.slow
 def test_demo_end_to_end_writes_report(tmp_path):
     from tisa.cli import main
 
