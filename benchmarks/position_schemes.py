@@ -48,6 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     for position in args.positions:
         run_dir = args.output_dir / position
         done = (run_dir / "model").is_dir()
+        if done:
+            trained = json.loads((run_dir / "pretrain_config.json").read_text())["config"]
+            if trained["max_steps"] != args.max_steps or trained["seq_len"] != args.seq_len:
+                raise SystemExit(
+                    f"{run_dir} holds a finished run with max_steps={trained['max_steps']}, "
+                    f"seq_len={trained['seq_len']}; use another --output-dir for "
+                    f"--max-steps {args.max_steps} --seq-len {args.seq_len}"
+                )
         if not done:
             resume = run_dir.is_dir() and find_checkpoint(run_dir) is not None
             print(f"== pretraining {position} ({'resuming' if resume else 'new'})", flush=True)
