@@ -545,3 +545,21 @@ def test_tisa_model_types_map_to_the_stock_tokenizers():
     assert TOKENIZER_MAPPING[th.TisaBertConfig] is BertTokenizer
     assert TOKENIZER_MAPPING[th.TisaAlbertConfig] is AlbertTokenizer
     assert TOKENIZER_MAPPING[th.TisaGPT2Config] is GPT2Tokenizer
+
+
+def test_albert_base_positional_parameter_counts():
+    """The paper's count: ALBERT-base has 512 x 128 absolute and 3 * 5 * 12 * 12 TISA ones."""
+    from transformers import AlbertConfig, AlbertModel
+
+    config = AlbertConfig(
+        vocab_size=100,
+        embedding_size=128,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        max_position_embeddings=512,
+    )
+    model = th.add_tisa(AlbertModel(config))
+    counts = th.positional_parameters(model)
+    assert counts == {"absolute": 65536, "tisa": 2160, "total": 67696}

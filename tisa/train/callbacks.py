@@ -30,6 +30,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from tisa.io import write_atomic
+
 __all__ = [
     "METRIC_COLUMNS",
     "MetricsCallback",
@@ -69,12 +71,6 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def truncate_after(run_dir: str | os.PathLike[str], step: int) -> None:
     """Drops rows logged after ``step`` from the run's metrics and TI files.
 
@@ -86,10 +82,10 @@ def truncate_after(run_dir: str | os.PathLike[str], step: int) -> None:
         path = run / name
         if path.is_file():
             rows = [r for r in read_jsonl(path) if int(r.get("step", 0)) <= step]
-            _write_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
+            write_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
     path = run / "metrics.csv"
     if path.is_file():
-        _write_atomic(path, _csv_text(read_jsonl(run / "metrics.jsonl")))
+        write_atomic(path, _csv_text(read_jsonl(run / "metrics.jsonl")))
 
 
 def _csv_text(rows: list[dict[str, Any]]) -> str:

@@ -53,6 +53,7 @@ from tisa.data.glue import (
     load_custom,
     load_glue,
 )
+from tisa.io import json_ready, write_atomic, write_json
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -302,34 +303,6 @@ def _main_process_first() -> contextlib.AbstractContextManager:
     return PartialState().main_process_first()
 
 
-def _json_ready(obj: Any) -> Any:
-    if isinstance(obj, float | np.floating):
-        return None if math.isnan(obj) else float(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, dict):
-        return {str(k): _json_ready(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_ready(v) for v in obj]
-    return obj
-
-
-def _write_atomic(path: Path, text: str | bytes) -> None:
-    """Writes ``path`` through a temporary file and ``os.replace``: readers see the old
-    file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(text.encode() if isinstance(text, str) else text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    _write_atomic(path, json.dumps(_json_ready(obj), indent=2) + "\n")
-
-
 def _nan(value: Any) -> float:
     return float("nan") if value is None else float(value)
 
@@ -344,7 +317,7 @@ def _check_settings(config: GlueConfig, *, write: bool = False) -> None:
     records them (done once training starts, so a run that fails its checks leaves
     nothing behind)."""
     path = Path(config.output_dir) / "settings.json"
-    now = _json_ready(config.settings())
+    now = json_ready(config.settings())
     if path.is_file():
         before = json.loads(path.read_text())
         diff = [k for k in now if before.get(k) != now[k]]
@@ -355,7 +328,7 @@ def _check_settings(config: GlueConfig, *, write: bool = False) -> None:
                 f"({changes}); use another output folder or the same settings"
             )
     elif write and _is_main_process():
-        _write_json(path, now)
+        write_json(path, now)
 
 
 # --------------------------------------------------------------------------------------
@@ -625,7 +598,7 @@ def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -
                     result = _fine_tune(config, task, encoded, tokenizer, variant, seed, callbacks)
                     if main:
                         folder = run_dir(config.output_dir, task_name, variant, seed)
-                        _write_json(folder / "result.json", result)
+                        write_json(folder / "result.json", result)
                         if not config.keep_checkpoints:
                             shutil.rmtree(folder / "checkpoints", ignore_errors=True)
                         files = _write_tables(config, _collect(config, plan))
@@ -857,7 +830,7 @@ def _plot(summary: Sequence[dict[str, Any]], path: Path) -> None:
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=120)
-    _write_atomic(path, buffer.getvalue())
+    write_atomic(path, buffer.getvalue())
 
 
 def _write_tables(config: GlueConfig, runs: Sequence[dict[str, Any]]) -> dict[str, Path]:
@@ -868,9 +841,9 @@ def _write_tables(config: GlueConfig, runs: Sequence[dict[str, Any]]) -> dict[st
         "csv": out / "results.csv",
         "json": out / "results.json",
     }
-    _write_atomic(files["markdown"], summary_markdown(summary))
-    _write_atomic(files["csv"], _summary_csv(summary))
-    _write_json(files["json"], {"summary": summary, "runs": list(runs)})
+    write_atomic(files["markdown"], summary_markdown(summary))
+    write_atomic(files["csv"], _summary_csv(summary))
+    write_json(files["json"], {"summary": summary, "runs": list(runs)})
     if config.plot and summary:
         files["plot"] = out / "results.png"
         _plot(summary, files["plot"])

@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tisa.io import write_json
+
 __all__ = [
     "HELP",
     "PretrainConfig",
@@ -621,7 +623,7 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
         "eval_blocks": len(eval_blocks),
     }
     if args.process_index == 0:
-        _write_json(run / "pretrain_config.json", facts)
+        write_json(run / "pretrain_config.json", facts)
 
     trainer_callbacks = [MetricsCallback(run, tokens_per_step)]
     if facts["absolute_positions"]:
@@ -647,7 +649,7 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
     if args.process_index == 0:
         eval_loss = float(final["eval_loss"])
         train_losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
-        _write_json(
+        write_json(
             run / "results.json",
             {
                 "step": int(trainer.state.global_step),
@@ -660,12 +662,6 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
         )
     trainer.accelerator.wait_for_everyone()
     return run
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 # ----------------------------------------------------------------------------- CLI
