@@ -21,7 +21,9 @@ from matplotlib.figure import Figure
 
 __all__ = [
     "comparison_bars",
+    "extrapolation_curves",
     "figure_png",
+    "glue_results",
     "matrices_grid",
     "matrix_heatmap",
     "matrix_heatmaps",
@@ -425,4 +427,109 @@ def comparison_bars(
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if title:
         ax.set_title(title, fontsize=11)
+    return fig
+
+
+def glue_results(summary: Sequence[Mapping]) -> Figure:
+    """GLUE dev scores per task and variant, and relative error reductions.
+
+    Top: bars of the median score (x 100) per task and variant with min - max over seeds.
+    Bottom (with several variants): the relative error reduction of each variant against
+    the baseline. A variant has the same colour in both panels.
+
+    Args:
+        summary: rows of :func:`tisa.train.glue.summarize`: ``task``, ``variant``,
+            ``baseline``, ``score``, ``score_min``, ``score_max`` (``nan`` for the
+            ``"glue"`` average), ``relative_error_reduction`` and
+            ``positional_parameters``.
+    """
+    tasks = list(dict.fromkeys(r["task"] for r in summary))
+    variants = list(dict.fromkeys(r["variant"] for r in summary))
+    color = {v: f"C{i}" for i, v in enumerate(variants)}
+    baseline = summary[0]["baseline"]
+    compared = [v for v in variants if v != baseline]
+    rows = {(r["task"], r["variant"]): r for r in summary}
+    names = ["GLUE avg" if t == "glue" else t for t in tasks]
+    x = np.arange(len(tasks))
+    fig = Figure(figsize=(max(7.0, 1.1 * len(tasks) + 4.5), 7.0 if compared else 4.0))
+    fig.set_layout_engine("tight")
+    axes = fig.subplots(2 if compared else 1, 1, squeeze=False)[:, 0]
+
+    def value(task: str, variant: str, key: str) -> float:
+        row = rows.get((task, variant))
+        return np.nan if row is None or row[key] is None else 100 * row[key]
+
+    ax = axes[0]
+    width = 0.8 / len(variants)
+    for i, v in enumerate(variants):
+        centres = x + (i - (len(variants) - 1) / 2) * width
+        score = np.array([value(t, v, "score") for t in tasks])
+        low = np.array([value(t, v, "score_min") for t in tasks])
+        high = np.array([value(t, v, "score_max") for t in tasks])
+        pos = next((rows[(t, v)]["positional_parameters"] for t in tasks if (t, v) in rows), None)
+        label = v if pos is None else f"{v}: {pos['total']:,} positional params"
+        ax.bar(centres, score, width, label=label, color=color[v])
+        spread = np.isfinite(low) & np.isfinite(high)  # no spread for the GLUE average
+        ax.errorbar(
+            centres[spread],
+            score[spread],
+            yerr=np.vstack([score - low, high - score])[:, spread],
+            fmt="none",
+            ecolor="black",
+            capsize=3,
+        )
+    ax.set_xticks(x, names)
+    ax.set_ylabel("score x 100")
+    ax.set_title("GLUE dev scores: median over seeds, bars min - max")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(axis="y", alpha=0.3)
+
+    if compared:
+        ax = axes[1]
+        width = 0.8 / len(compared)
+        for i, v in enumerate(compared):
+            rer = [value(t, v, "relative_error_reduction") for t in tasks]
+            centres = x + (i - (len(compared) - 1) / 2) * width
+            ax.bar(centres, rer, width, label=v, color=color[v])
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_xticks(x, names)
+        ax.set_ylabel("%")
+        ax.set_title(f"relative error reduction vs {baseline}: (err_base - err) / err_base")
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
+def extrapolation_curves(
+    curves: Mapping[str, Sequence[tuple[int, float]]],
+    lengths: Sequence[int],
+    train_lengths: Mapping[str, int | None] | None = None,
+) -> Figure:
+    """Masked-LM loss against evaluation length, one line per model.
+
+    Args:
+        curves: model label -> (length, loss) points; lengths the model cannot represent
+            are simply absent.
+        lengths: every evaluated length (the x ticks; log2 axis).
+        train_lengths: model label -> training length, drawn as a dotted line in the
+            model's colour.
+    """
+    train_lengths = train_lengths or {}
+    fig = Figure(figsize=(6.4, 4.2))
+    fig.set_layout_engine("constrained")
+    ax = fig.subplots()
+    for label, points in curves.items():
+        points = sorted(points)
+        if not points:
+            continue
+        (line,) = ax.plot(*zip(*points, strict=True), marker="o", label=label)
+        if train_lengths.get(label) is not None:
+            ax.axvline(train_lengths[label], color=line.get_color(), linestyle=":", alpha=0.6)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(lengths), [str(n) for n in lengths])
+    ax.set_xlabel("evaluation length (tokens)")
+    ax.set_ylabel("masked-LM loss (nats)")
+    ax.set_title("Length extrapolation (dotted: training length)")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
     return fig

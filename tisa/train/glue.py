@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from tqdm.auto import tqdm
 
+from tisa._validate import check_int
 from tisa.data.glue import (
     GLUE_TASKS,
     HF_GLUE,
@@ -229,10 +230,9 @@ class GlueConfig:
                 f"got {self.baseline!r}"
             )
         for name in ("batch_size", "max_length", "num_kernels", "save_steps", "logging_steps"):
-            _positive_int(getattr(self, name), name)
+            check_int(getattr(self, name), name)
         for name in ("max_steps", "max_train_samples", "max_eval_samples", "eval_batch_size"):
-            if getattr(self, name) is not None:
-                _positive_int(getattr(self, name), name)
+            check_int(getattr(self, name), name, optional=True)
         if not (self.epochs > 0):
             raise ValueError(f"epochs: expected a positive number, got {self.epochs!r}")
         if not (self.learning_rate > 0):
@@ -261,12 +261,6 @@ class GlueConfig:
     def settings(self) -> dict[str, Any]:
         """Hyperparameters that every run in one output folder must share."""
         return {k: getattr(self, k) for k in _SETTING_KEYS}
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name}: expected a positive integer, got {value!r}")
-    return int(value)
 
 
 @dataclass
@@ -769,70 +763,6 @@ def _summary_csv(summary: Sequence[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def _plot(summary: Sequence[dict[str, Any]], path: Path) -> None:
-    """Bars of the median score per task and variant (min-max over seeds) and, with
-    several variants, of the relative error reduction against the baseline."""
-    from matplotlib.figure import Figure
-
-    tasks = list(dict.fromkeys(r["task"] for r in summary))
-    variants = list(dict.fromkeys(r["variant"] for r in summary))
-    color = {v: f"C{i}" for i, v in enumerate(variants)}  # the same in both panels
-    baseline = summary[0]["baseline"]
-    compared = [v for v in variants if v != baseline]
-    rows = {(r["task"], r["variant"]): r for r in summary}
-    names = ["GLUE avg" if t == "glue" else t for t in tasks]
-    x = np.arange(len(tasks))
-    fig = Figure(figsize=(max(7.0, 1.1 * len(tasks) + 4.5), 7.0 if compared else 4.0))
-    axes = fig.subplots(2 if compared else 1, 1, squeeze=False)[:, 0]
-
-    def value(task: str, variant: str, key: str) -> float:
-        row = rows.get((task, variant))
-        return np.nan if row is None else 100 * row[key]
-
-    ax = axes[0]
-    width = 0.8 / len(variants)
-    for i, v in enumerate(variants):
-        centres = x + (i - (len(variants) - 1) / 2) * width
-        score = np.array([value(t, v, "score") for t in tasks])
-        low = np.array([value(t, v, "score_min") for t in tasks])
-        high = np.array([value(t, v, "score_max") for t in tasks])
-        pos = next((rows[(t, v)]["positional_parameters"] for t in tasks if (t, v) in rows), None)
-        label = v if pos is None else f"{v}: {pos['total']:,} positional params"
-        ax.bar(centres, score, width, label=label, color=color[v])
-        spread = np.isfinite(low) & np.isfinite(high)  # no spread for the GLUE average
-        ax.errorbar(
-            centres[spread],
-            score[spread],
-            yerr=np.vstack([score - low, high - score])[:, spread],
-            fmt="none",
-            ecolor="black",
-            capsize=3,
-        )
-    ax.set_xticks(x, names)
-    ax.set_ylabel("score x 100")
-    ax.set_title("GLUE dev scores: median over seeds, bars min - max")
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.grid(axis="y", alpha=0.3)
-
-    if compared:
-        ax = axes[1]
-        width = 0.8 / len(compared)
-        for i, v in enumerate(compared):
-            rer = [value(t, v, "relative_error_reduction") for t in tasks]
-            centres = x + (i - (len(compared) - 1) / 2) * width
-            ax.bar(centres, rer, width, label=v, color=color[v])
-        ax.axhline(0, color="black", linewidth=0.8)
-        ax.set_xticks(x, names)
-        ax.set_ylabel("%")
-        ax.set_title(f"relative error reduction vs {baseline}: (err_base - err) / err_base")
-        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    write_atomic(path, buffer.getvalue())
-
-
 def _write_tables(config: GlueConfig, runs: Sequence[dict[str, Any]]) -> dict[str, Path]:
     out = Path(config.output_dir)
     summary = summarize(runs, config.baseline_variant)
@@ -846,7 +776,9 @@ def _write_tables(config: GlueConfig, runs: Sequence[dict[str, Any]]) -> dict[st
     write_json(files["json"], {"summary": summary, "runs": list(runs)})
     if config.plot and summary:
         files["plot"] = out / "results.png"
-        _plot(summary, files["plot"])
+        from tisa.plots import figure_png, glue_results
+
+        write_atomic(files["plot"], figure_png(glue_results(summary), dpi=120))
     return files
 
 

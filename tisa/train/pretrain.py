@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tisa._validate import check_int
 from tisa.io import write_json
 
 __all__ = [
@@ -214,14 +215,11 @@ class PretrainConfig:
             "max_positions",
             "num_kernels",
         ):
-            _positive_int(name, getattr(self, name))
+            check_int(getattr(self, name), name)
         for name in ("eval_batch_size", "max_train_blocks", "max_eval_blocks"):
-            if getattr(self, name) is not None:
-                _positive_int(name, getattr(self, name))
+            check_int(getattr(self, name), name, optional=True)
         for name in ("seed", "eval_mask_seed", "num_workers"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+            check_int(getattr(self, name), name, minimum=0)
         if self.seq_len < 3:
             raise ValueError(f"seq_len must be >= 3, got {self.seq_len}")
         if self.position in ("absolute", "absolute+tisa") and self.seq_len > self.max_positions:
@@ -255,11 +253,6 @@ class PretrainConfig:
 def _choice(name: str, value: Any, choices: Sequence[str]) -> None:
     if value not in choices:
         raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
-
-
-def _positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 # ----------------------------------------------------------------------------- run folder

@@ -1,0 +1,55 @@
+import math
+
+import numpy as np
+
+from tisa.plots import extrapolation_curves, figure_png, glue_results
+
+
+def _row(task, variant, score, rer=None, spread=0.01):
+    nan = math.nan
+    return {
+        "task": task,
+        "variant": variant,
+        "baseline": "none",
+        "score": score,
+        "score_min": nan if task == "glue" else score - spread,
+        "score_max": nan if task == "glue" else score + spread,
+        "relative_error_reduction": rer,
+        "positional_parameters": {"total": 240 if variant == "keep" else 0},
+    }
+
+
+def test_glue_results_bars_are_the_scores_and_error_reductions():
+    summary = [
+        _row("rte", "none", 0.50),
+        _row("rte", "keep", 0.60, rer=0.2),
+        _row("glue", "none", 0.50),
+        _row("glue", "keep", 0.60, rer=0.2),
+    ]
+    fig = glue_results(summary)
+    top, bottom = fig.axes
+    heights = sorted(round(p.get_height(), 6) for p in top.patches)
+    assert heights == [50.0, 50.0, 60.0, 60.0]
+    assert [round(p.get_height(), 6) for p in bottom.patches] == [20.0, 20.0]
+    labels = [t.get_text() for t in top.get_legend().get_texts()]
+    assert labels == ["none: 0 positional params", "keep: 240 positional params"]
+    assert figure_png(fig)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_glue_results_single_variant_has_one_panel():
+    fig = glue_results([_row("cola", "none", 0.3)])
+    assert len(fig.axes) == 1
+
+
+def test_extrapolation_curves_skip_lengths_a_model_cannot_represent():
+    curves = {"absolute": [(256, 6.1), (128, 6.0)], "tisa": [(128, 5.7), (256, 5.8), (512, 5.9)]}
+    fig = extrapolation_curves(curves, [128, 256, 512], {"absolute": 128, "tisa": 128})
+    (ax,) = fig.axes
+    lines = {
+        line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")
+    }
+    assert set(lines) == {"absolute", "tisa"}
+    np.testing.assert_array_equal(lines["absolute"].get_xdata(), [128, 256])  # sorted
+    np.testing.assert_array_equal(lines["tisa"].get_ydata(), [5.7, 5.8, 5.9])
+    dotted = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
+    assert len(dotted) == 2
