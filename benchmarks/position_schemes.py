@@ -11,7 +11,8 @@ Treebank test set with the same masks (``tisa extrapolate``), and writes ``summa
 ``summary.json``: validation loss at 128, loss at each length, tokens/s against the
 absolute run, positional parameter counts, and the translation invariance of the
 absolute run's P Pᵀ and layer-1 F_P at every checkpoint with its Spearman correlation to
-the validation loss.
+the validation loss; and ``report.html`` with that table, the validation-loss curves, the
+extrapolation plot, TI over training and the learned f_h of the TISA run.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from scipy.stats import spearmanr
 
+    from tisa.io import write_atomic, write_json
     from tisa.train.callbacks import read_jsonl
     from tisa.train.extrapolate import extrapolate
     from tisa.train.pretrain import PretrainConfig, find_checkpoint, pretrain
@@ -117,11 +119,99 @@ def main(argv: list[str] | None = None) -> int:
                 curve[f"spearman_{key}_vs_eval_loss_p"] = float(rho.pvalue)
         summary["ti_over_training"] = curve
 
-    (args.output_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_json(args.output_dir / "summary.json", summary)
     md = _markdown(summary, args.lengths)
-    (args.output_dir / "summary.md").write_text(md)
+    write_atomic(args.output_dir / "summary.md", md)
+    report = _report(summary, runs, args)
     print(md)
+    print(f"report: {report}")
     return 0
+
+
+def _report(summary: dict, runs: dict[str, Path], args: argparse.Namespace) -> Path:
+    """report.html: the summary table, loss curves, extrapolation, TI over training and
+    the learned f_h of the TISA run."""
+    from tisa import plots
+    from tisa.analysis.extract import load_model, scoring_profiles, tisa_scorers
+    from tisa.report import Image, Section, Table, write_report
+    from tisa.train.callbacks import read_jsonl
+
+    lengths = args.lengths
+    rows = []
+    for name, r in summary["runs"].items():
+        p = r["positional_parameters"]
+        rows.append(
+            [name, r["final_validation_loss"], *(r["test_loss"][n] for n in lengths)]
+            + [p.get("total", p) if isinstance(p, dict) else p]
+        )
+    table = Table(
+        ["position", "val. loss (128)", *(f"test loss @{n}" for n in lengths), "positional params"],
+        rows,
+        caption="Masked-LM loss in nats per masked token (lower is better); empty: the "
+        "absolute table cannot represent that length.",
+    )
+    curves = {}
+    for name, run_dir in runs.items():
+        evals = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r.get("eval_loss")]
+        curves[name] = ([r["step"] for r in evals], [r["eval_loss"] for r in evals])
+    sections = [
+        Section(
+            "Training",
+            paragraphs=[
+                f"Small ALBERT, length {args.seq_len}, batch {args.batch_size}, "
+                f"{args.max_steps} steps, seed {args.seed}, Penn Treebank; the same data "
+                "and masks for every scheme."
+            ],
+            figures=[
+                Image(
+                    plots.figure_png(plots.loss_curves(curves, title="Validation MLM loss")),
+                    "Validation loss at length 128 during training.",
+                )
+            ],
+        ),
+        Section(
+            "Length extrapolation",
+            figures=[
+                Image(
+                    args.output_dir / "extrapolation" / "extrapolation.png",
+                    "Test loss at each evaluation length, same masks for every run.",
+                )
+            ],
+        ),
+    ]
+    curve = summary.get("ti_over_training")
+    if curve:
+        fig = plots.training_curves(
+            curve["steps"],
+            {"TI(P Pᵀ)": curve["ti_gram"], "TI(layer-1 F_P)": curve["ti_fp_raw"]},
+            eval_loss=curve["eval_loss"],
+        )
+        rho = curve.get("spearman_ti_fp_raw_vs_eval_loss")
+        sections.append(
+            Section(
+                "Translation invariance of the absolute run over training",
+                paragraphs=[]
+                if rho is None
+                else [f"Spearman correlation of TI(layer-1 F_P) with validation loss: {rho:.2f}."],
+                figures=[Image(plots.figure_png(fig), "Measured at every checkpoint.")],
+            )
+        )
+    if "tisa" in runs:
+        model, _ = load_model(runs["tisa"] / "model", tokenizer=False)
+        prof = scoring_profiles(tisa_scorers(model), max_offset=32)
+        fig = plots.scoring_curves(prof.offsets, prof.values, layers=prof.layers)
+        sections.append(
+            Section(
+                "Learned scoring functions of the TISA run",
+                figures=[Image(plots.figure_png(fig), "f_h(k) of every layer and head.")],
+            )
+        )
+    return write_report(
+        args.output_dir / "report.html",
+        "Position schemes on Penn Treebank",
+        sections,
+        summary=table,
+    )
 
 
 def _markdown(summary: dict, lengths: list[int]) -> str:

@@ -1,8 +1,9 @@
 import math
 
 import numpy as np
+import pytest
 
-from tisa.plots import extrapolation_curves, figure_png, glue_results
+from tisa.plots import extrapolation_curves, figure_png, glue_results, loss_curves
 
 
 def _row(task, variant, score, rer=None, spread=0.01):
@@ -53,3 +54,12 @@ def test_extrapolation_curves_skip_lengths_a_model_cannot_represent():
     np.testing.assert_array_equal(lines["tisa"].get_ydata(), [5.7, 5.8, 5.9])
     dotted = [line for line in ax.get_lines() if line.get_linestyle() == ":"]
     assert len(dotted) == 2
+
+
+def test_loss_curves_one_line_per_run_and_length_check():
+    fig = loss_curves({"a": ([1, 2], [3.0, 2.0]), "b": ([1, 2], [4.0, 3.5])})
+    (ax,) = fig.axes
+    assert [line.get_label() for line in ax.get_lines()] == ["a", "b"]
+    np.testing.assert_array_equal(ax.get_lines()[1].get_ydata(), [4.0, 3.5])
+    with pytest.raises(ValueError, match=r"curves\['a'\]: 2 x values but 1 y values"):
+        loss_curves({"a": ([1, 2], [3.0])})

@@ -24,6 +24,7 @@ __all__ = [
     "extrapolation_curves",
     "figure_png",
     "glue_results",
+    "loss_curves",
     "matrices_grid",
     "matrix_heatmap",
     "matrix_heatmaps",
@@ -530,6 +531,38 @@ def extrapolation_curves(
     ax.set_xlabel("evaluation length (tokens)")
     ax.set_ylabel("masked-LM loss (nats)")
     ax.set_title("Length extrapolation (dotted: training length)")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+    return fig
+
+
+def loss_curves(
+    curves: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    xlabel: str = "training step",
+    ylabel: str = "validation loss (nats)",
+    title: str | None = None,
+) -> Figure:
+    """One line per run: e.g. validation loss against training step.
+
+    Args:
+        curves: run label -> (x values, y values) of equal length.
+        xlabel: x label.
+        ylabel: y label.
+        title: axes title.
+    """
+    fig = Figure(figsize=(6.4, 4.2))
+    fig.set_layout_engine("constrained")
+    ax = fig.subplots()
+    for label, (xs, ys) in curves.items():
+        if len(xs) != len(ys):
+            raise ValueError(f"curves[{label!r}]: {len(xs)} x values but {len(ys)} y values")
+        ax.plot(xs, ys, marker="o", markersize=3, lw=1.3, label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small")
     return fig
