@@ -52,6 +52,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from tisa._validate import check_int
 from tisa.analysis import metrics
 from tisa.bias import expand
 from tisa.bias import table as bias_table
@@ -253,8 +254,7 @@ def _check_max_positions(model: nn.Module, max_positions: int | None) -> int:
     total = num_positions(model)
     if max_positions is None:
         return total
-    if isinstance(max_positions, bool) or not isinstance(max_positions, int) or max_positions < 2:
-        raise ValueError(f"max_positions must be an integer >= 2, got {max_positions!r}")
+    check_int(max_positions, "max_positions", minimum=2)
     return min(max_positions, total)
 
 
@@ -491,8 +491,7 @@ def scoring_profiles(
             :func:`tisa_scorers`.
         max_offset: K >= 1.
     """
-    if isinstance(max_offset, bool) or not isinstance(max_offset, int) or max_offset < 1:
-        raise ValueError(f"max_offset must be an integer >= 1, got {max_offset!r}")
+    check_int(max_offset, "max_offset")
     n = max_offset + 1
     layers, values, tis, families = [], [], [], []
     for layer, scorer in scorers:

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tisa._validate import check_int
 from tisa.analysis import metrics
 
 __all__ = [
@@ -82,9 +83,7 @@ class ProbeResult:
 
 
 def _check_length(length: int, name: str = "length") -> int:
-    if isinstance(length, bool) or not isinstance(length, int) or length < 2:
-        raise ValueError(f"{name} must be an integer >= 2, got {length!r}")
-    return length
+    return check_int(length, name, minimum=2)
 
 
 def repeated_token_ids(tokenizer: Any, length: int) -> tuple[Tensor, str]:
@@ -145,8 +144,7 @@ def sentence_ids(
         ValueError: too little text for the requested sequences.
     """
     _check_length(length)
-    if isinstance(num_sequences, bool) or not isinstance(num_sequences, int) or num_sequences < 1:
-        raise ValueError(f"num_sequences must be an integer >= 1, got {num_sequences!r}")
+    check_int(num_sequences, "num_sequences")
     specials = tokenizer.num_special_tokens_to_add(pair=False)
     chunk = length - specials
     if chunk < 1:

@@ -42,6 +42,8 @@ import torch
 from torch import Tensor
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
 
+from tisa._validate import check_int
+
 if TYPE_CHECKING:
     from datasets import Dataset
 
@@ -71,11 +73,7 @@ def block_content_length(seq_len: int, block_format: str = "cls_sep") -> int:
     if block_format not in BLOCK_FORMATS:
         raise ValueError(f"block_format must be one of {BLOCK_FORMATS}, got {block_format!r}")
     minimum = 3 if block_format == "cls_sep" else 1
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < minimum:
-        raise ValueError(
-            f"seq_len must be an integer >= {minimum} for block_format {block_format!r}, "
-            f"got {seq_len!r}"
-        )
+    check_int(seq_len, f"seq_len (block_format {block_format!r})", minimum=minimum)
     return seq_len - 2 if block_format == "cls_sep" else seq_len
 
 
@@ -162,10 +160,7 @@ def build_blocks(
         ValueError: bad seq_len/format/max_blocks, or text too short for one block.
     """
     content = block_content_length(seq_len, block_format)
-    if max_blocks is not None and (
-        isinstance(max_blocks, bool) or not isinstance(max_blocks, int) or max_blocks < 1
-    ):
-        raise ValueError(f"max_blocks must be a positive integer or None, got {max_blocks!r}")
+    check_int(max_blocks, "max_blocks", optional=True)
     if isinstance(texts, np.ndarray):
         stream = texts.astype(np.int64, copy=False)
     else:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from tisa._validate import check_int
+
 __all__ = [
     "SPECIAL_TOKENS",
     "cached_wordpiece",
@@ -76,12 +78,8 @@ def train_wordpiece(
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from tokenizers.trainers import WordPieceTrainer
 
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
-        raise ValueError(f"vocab_size must be an integer, got {vocab_size!r}")
-    if vocab_size <= len(SPECIAL_TOKENS):
-        raise ValueError(f"vocab_size must be > {len(SPECIAL_TOKENS)}, got {vocab_size}")
-    if isinstance(min_frequency, bool) or not isinstance(min_frequency, int) or min_frequency < 1:
-        raise ValueError(f"min_frequency must be an integer >= 1, got {min_frequency!r}")
+    check_int(vocab_size, "vocab_size", minimum=len(SPECIAL_TOKENS) + 1)
+    check_int(min_frequency, "min_frequency")
     pad, unk, cls, sep, mask = SPECIAL_TOKENS
     tok = Tokenizer(models.WordPiece(unk_token=unk, continuing_subword_prefix="##"))
     tok.normalizer = normalizers.BertNormalizer(

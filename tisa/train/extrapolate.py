@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tisa._validate import check_int
 from tisa.io import write_atomic, write_json
 
 __all__ = [
@@ -99,18 +100,12 @@ class ExtrapolateConfig:
         if not self.lengths:
             raise ValueError("lengths must hold at least one length")
         for length in self.lengths:
-            if isinstance(length, bool) or not isinstance(length, int) or length < 3:
-                raise ValueError(f"lengths must be integers >= 3, got {length!r}")
+            check_int(length, "lengths", minimum=3)
         if len(set(self.lengths)) != len(self.lengths):
             raise ValueError(f"lengths must be distinct, got {list(self.lengths)}")
         for name in ("max_tokens", "batch_tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if isinstance(self.mask_seed, bool) or not isinstance(self.mask_seed, int):
-            raise ValueError(f"mask_seed must be an integer, got {self.mask_seed!r}")
-        if self.mask_seed < 0:
-            raise ValueError(f"mask_seed must be >= 0, got {self.mask_seed}")
+            check_int(getattr(self, name), name)
+        check_int(self.mask_seed, "mask_seed", minimum=0)
         if not 0.0 < self.mlm_probability < 1.0:
             raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}")
         if self.eval_file is not None and not Path(self.eval_file).is_file():

@@ -42,6 +42,8 @@ from transformers import (
 )
 from transformers.modeling_outputs import MaskedLMOutput
 
+from tisa._validate import check_int
+
 __all__ = [
     "ARCHITECTURES",
     "POSITIONS",
@@ -266,9 +268,8 @@ def build_config(
         raise ValueError(f"arch must be one of {ARCHITECTURES}, got {arch!r}")
     if size not in SIZES:
         raise ValueError(f"size must be one of {tuple(SIZES)}, got {size!r}")
-    for name, value in (("vocab_size", vocab_size), ("max_positions", max_positions)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    check_int(vocab_size, "vocab_size")
+    check_int(max_positions, "max_positions")
     s = SIZES[size]
     common = dict(
         vocab_size=vocab_size,
