@@ -2,7 +2,7 @@
 length extrapolation and translation invariance over training.
 
     python benchmarks/position_schemes.py                       # the default budget
-    python benchmarks/position_schemes.py --max-steps 4000 --positions absolute tisa
+    python benchmarks/position_schemes.py --max-steps 4000 --output-dir runs/ps-4000
 
 For each ``--positions`` scheme this trains the small ALBERT (hidden 256, 4 layers) at
 length 128 with the same seed, steps and batch (``tisa pretrain``; a finished run is
@@ -30,10 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--positions", nargs="+", default=list(DEFAULT_POSITIONS))
     parser.add_argument("--output-dir", type=Path, default=Path("runs/position-schemes"))
-    parser.add_argument("--max-steps", type=int, default=1200)
+    parser.add_argument("--max-steps", type=int, default=2500)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
-    parser.add_argument("--save-steps", type=int, default=150)
+    parser.add_argument("--save-steps", type=int, default=250)
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
