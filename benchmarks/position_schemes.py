@@ -92,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         speeds = [r["tokens_per_s"] for r in metrics if r.get("tokens_per_s")]
         summary["runs"][position] = {
             "final_validation_loss": evals[-1] if evals else None,
+            "validation_curve": {
+                "steps": [r["step"] for r in metrics if r.get("eval_loss") is not None],
+                "eval_loss": evals,
+            },
             "tokens_per_s": statistics.median(speeds) if speeds else None,
             "positional_parameters": facts["positional_parameters"],
             "num_parameters": facts["num_parameters"],
@@ -134,7 +138,6 @@ def _report(summary: dict, runs: dict[str, Path], args: argparse.Namespace) -> P
     from tisa import plots
     from tisa.analysis.extract import load_model, scoring_profiles, tisa_scorers
     from tisa.report import Image, Section, Table, write_report
-    from tisa.train.callbacks import read_jsonl
 
     lengths = args.lengths
     rows = []
@@ -150,10 +153,10 @@ def _report(summary: dict, runs: dict[str, Path], args: argparse.Namespace) -> P
         caption="Masked-LM loss in nats per masked token (lower is better); empty: the "
         "absolute table cannot represent that length.",
     )
-    curves = {}
-    for name, run_dir in runs.items():
-        evals = [r for r in read_jsonl(run_dir / "metrics.jsonl") if r.get("eval_loss")]
-        curves[name] = ([r["step"] for r in evals], [r["eval_loss"] for r in evals])
+    curves = {
+        name: (r["validation_curve"]["steps"], r["validation_curve"]["eval_loss"])
+        for name, r in summary["runs"].items()
+    }
     sections = [
         Section(
             "Training",

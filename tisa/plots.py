@@ -19,6 +19,8 @@ import numpy as np
 from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
 
+from tisa.io import write_atomic
+
 __all__ = [
     "comparison_bars",
     "extrapolation_curves",
@@ -57,10 +59,7 @@ def figure_png(fig: Figure, *, dpi: int = DPI) -> bytes:
 
 def save_figure(fig: Figure, path: str | Path, *, dpi: int = DPI) -> Path:
     """Writes ``fig`` as PNG to ``path`` (parent folders are created) and returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(figure_png(fig, dpi=dpi))
-    return path
+    return write_atomic(path, figure_png(fig, dpi=dpi))
 
 
 def _limits(m: np.ndarray, mode: str) -> tuple[float, float]:

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tisa.io import write_atomic
+
 __all__ = ["Html", "Image", "Section", "Table", "render_report", "write_report"]
 
 
@@ -297,7 +299,4 @@ def render_report(
 
 def write_report(path: str | Path, title: str, sections: Sequence[Section], **options: Any) -> Path:
     """Renders with :func:`render_report` and writes UTF-8 HTML to ``path``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(title, sections, **options), encoding="utf-8")
-    return path
+    return write_atomic(path, render_report(title, sections, **options))
