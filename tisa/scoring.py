@@ -142,6 +142,11 @@ class RBFScoring(ScoringFunction):
     Parameters ``amplitude`` (a), ``sharpness`` (b) and ``offset`` (c) are each (H, S):
     3 * S * H positional parameters per layer. Initialisation follows the paper's public
     code: c ~ N(0, 5^2), a ~ N(0.1, 0.01^2), b ~ N(0.1, 0.01^2).
+
+    ``offset_range=R`` instead places each head's S offsets evenly over
+    offset_mean + [-R, R] (plus N(0, offset_std^2) noise). With zero amplitudes
+    (``amplitude_mean=amplitude_std=0``) the scorer adds exactly nothing to a pretrained
+    model's logits at the start (see ``tisa.hf.STARTS``).
     """
 
     symmetric = False
@@ -157,9 +162,13 @@ class RBFScoring(ScoringFunction):
         sharpness_std: float = 0.01,
         offset_mean: float = 0.0,
         offset_std: float = 5.0,
+        offset_range: float | None = None,
     ) -> None:
         super().__init__(num_heads=num_heads)
         self.num_kernels = check_int(num_kernels, "num_kernels (S)")
+        finite = isinstance(offset_range, (int, float)) and math.isfinite(offset_range)
+        if offset_range is not None and not (finite and offset_range >= 0):
+            raise ValueError(f"offset_range must be a number >= 0 or None, got {offset_range!r}")
         for name, value in (
             ("amplitude_std", amplitude_std),
             ("sharpness_std", sharpness_std),
@@ -174,6 +183,7 @@ class RBFScoring(ScoringFunction):
             "sharpness_std": float(sharpness_std),
             "offset_mean": float(offset_mean),
             "offset_std": float(offset_std),
+            "offset_range": None if offset_range is None else float(offset_range),
         }
         shape = (self.num_heads, self.num_kernels)
         self.amplitude = nn.Parameter(torch.empty(shape))
@@ -187,6 +197,11 @@ class RBFScoring(ScoringFunction):
         self.amplitude.normal_(i["amplitude_mean"], i["amplitude_std"])
         self.sharpness.normal_(i["sharpness_mean"], i["sharpness_std"])
         self.offset.normal_(i["offset_mean"], i["offset_std"])
+        if i["offset_range"] is not None:  # evenly spread, the noise breaks ties between heads
+            r = i["offset_range"]
+            n = self.num_kernels
+            grid = torch.linspace(-r, r, n) if n > 1 else torch.zeros(1)
+            self.offset.add_(grid.to(self.offset)[None, :])  # centred on offset_mean
 
     def score(self, offsets: Tensor) -> Tensor:
         k = offsets.to(self.amplitude.dtype)  # (N,)

@@ -41,6 +41,16 @@ MAX_POS = 16
 ZERO = {"amplitude_mean": 0.0, "amplitude_std": 0.0}
 
 
+@pytest.fixture(autouse=True)
+def live_bias_by_default(monkeypatch):
+    """These tests check the mechanism with a bias that is not zero: add_tisa here starts
+    from the paper's initialisation. Its real default (zero amplitudes, which leaves a
+    pretrained model unchanged) is tested in test_optim.py."""
+    import tisa.hf.convert
+
+    monkeypatch.setattr(tisa.hf.convert, "DEFAULT_START", "paper")
+
+
 def _config(arch: str):
     common = dict(
         vocab_size=VOCAB,

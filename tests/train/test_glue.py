@@ -8,8 +8,6 @@ import json
 import math
 import os
 import string
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from transformers import TrainerCallback
 
 from tisa.train.glue import (
     GlueConfig,
+    paired_comparison,
     relative_error_reduction,
     run_dir,
     run_glue,
@@ -211,6 +210,25 @@ def test_other_settings_in_the_same_output_folder_are_refused(rte_run):
         run_glue(changed)
 
 
+def test_tisa_settings_are_checked_per_variant(tmp_path):
+    """A folder of baseline runs takes TISA variants with any TISA settings; once a TISA
+    variant has runs there, its settings are fixed."""
+    from tisa.train.glue import _check_settings
+
+    base = dict(model="m", tasks=("rte",), output_dir=str(tmp_path))
+    _check_settings(GlueConfig(**base, variants=("none",)), write=True)
+    keep = GlueConfig(**base, variants=("none", "keep"), tisa_learning_rate=1e-2)
+    _check_settings(keep, write=True)
+    _check_settings(GlueConfig(**base, variants=("keep",), tisa_learning_rate=1e-2))
+    _check_settings(GlueConfig(**base, variants=("remove",), tisa_learning_rate=3e-3))
+    with pytest.raises(ValueError, match=r"keep.tisa_learning_rate: 0.01 there, 0.001 now"):
+        _check_settings(GlueConfig(**base, variants=("keep",), tisa_learning_rate=1e-3))
+    with pytest.raises(ValueError, match=r"keep.tisa_start: 'spread' there, 'paper' now"):
+        _check_settings(
+            GlueConfig(**base, variants=("keep",), tisa_start="paper", tisa_learning_rate=1e-2)
+        )
+
+
 @needs_glue
 def test_cli_prints_the_table_of_finished_runs(rte_run, capsys):
     from tisa.cli import main
@@ -250,55 +268,32 @@ def test_tisa_keep_and_remove_variants(tiny_model, tmp_path):
 
 
 @needs_glue
-def test_variants_go_through_tisa_hf(tiny_model, tmp_path, monkeypatch):
-    """keep / remove call ``tisa.hf.add_tisa`` with the documented signature and take the
-    positional parameter counts from ``tisa.hf.positional_parameters`` (a stand-in module
-    here, so the plumbing is checked whatever the state of the real one)."""
-    import tisa
-
-    calls = []
-    fake = types.ModuleType("tisa.hf")
-
-    def add_tisa(model, scoring="rbf", num_kernels=5, position_embeddings="keep", **options):
-        calls.append({"scoring": scoring, "num_kernels": num_kernels, "pe": position_embeddings})
-        model.fake_variant = position_embeddings
-        return model
-
-    def positional_parameters(model):
-        variant = getattr(model, "fake_variant", "none")
-        absolute = 0 if variant == "remove" else POSITIONS * HIDDEN
-        added = 0 if variant == "none" else 3 * 3 * HEADS * LAYERS
-        return {"absolute": absolute, "tisa": added, "total": absolute + added}
-
-    fake.add_tisa, fake.positional_parameters = add_tisa, positional_parameters
-    monkeypatch.setitem(sys.modules, "tisa.hf", fake)
-    monkeypatch.setattr(tisa, "hf", fake, raising=False)
-
-    config = _rte_config(
-        tiny_model,
-        tmp_path,
-        seeds=(1,),
-        variants=("keep", "none", "remove"),
-        num_kernels=3,
-        max_steps=1,
-        baseline="none",
-    )
-    results = run_glue(config)
-    assert calls == [
-        {"scoring": "rbf", "num_kernels": 3, "pe": "keep"},
-        {"scoring": "rbf", "num_kernels": 3, "pe": "remove"},
-    ]
-    pos = {r["variant"]: r["positional_parameters"] for r in results.runs}
-    assert pos["keep"] == {"absolute": 1024, "tisa": 72, "total": 1096}
-    assert pos["remove"] == {"absolute": 0, "tisa": 72, "total": 72}
-    rows = {r["variant"]: r for r in results.summary}
-    assert math.isnan(rows["none"]["relative_error_reduction"])
-    for variant in ("keep", "remove"):
-        assert rows[variant]["relative_error_reduction"] == pytest.approx(
-            relative_error_reduction(rows[variant]["score"], rows["none"]["score"]), nan_ok=True
+def test_tisa_learning_rate_and_start_reach_the_scorers(tiny_model, tmp_path):
+    """The scoring parameters start as asked and move by about their own learning rate
+    per step (AdamW), whatever the backbone's learning rate; results record how far."""
+    moved = {}
+    for lr in (1e-1, 1e-6):
+        config = _rte_config(
+            tiny_model,
+            tmp_path / f"lr-{lr}",
+            seeds=(1,),
+            variants=("none", "keep"),
+            tisa_start="spread",
+            tisa_learning_rate=lr,
+            warmup_ratio=0.0,
         )
-    table = (tmp_path / "results.md").read_text()
-    assert "| rte | remove | 1 |" in table and "0 / 72 / 72" in table
+        runs = {r["variant"]: r for r in run_glue(config).runs}
+        assert runs["none"]["tisa_movement"] == {}
+        moved[lr] = runs["keep"]["tisa_movement"]
+        assert runs["keep"]["settings"]["tisa_learning_rate"] == lr
+    fast, slow = moved[1e-1], moved[1e-6]
+    assert set(fast) == {"amplitude", "sharpness", "offset"}
+    assert fast["amplitude"]["count"] == 5 * HEADS * LAYERS
+    assert fast["amplitude"]["mean_abs_start"] == 0.0  # spread: zero amplitudes ...
+    assert fast["offset"]["mean_abs_start"] == pytest.approx(6.0)  # ... offsets -10, -5, .., 10
+    # 4 AdamW steps at lr 0.1 on a decaying schedule: each step moves by up to ~lr
+    assert 0.05 < fast["amplitude"]["max_abs_change"] <= 0.4 + 1e-6
+    assert slow["amplitude"]["max_abs_change"] < 1e-5
 
 
 # ---------------------------------------------------------------------- custom tasks
@@ -405,6 +400,51 @@ def test_summary_medians_glue_average_and_error_reduction():
     assert "rel. error reduction vs none" in table
     assert "| rte | keep | 3 | accuracy 68.00 | 68.00 | 62.00 - 73.00 |" in table
     assert f"{100 * (0.36 - 0.32) / 0.36:+.1f}%" in table
+
+
+def test_paired_comparison_known_values():
+    base = {1: 0.60, 2: 0.70, 3: 0.64, 4: 0.50, 5: 0.80}
+    mine = {1: 0.62, 2: 0.71, 3: 0.64, 4: 0.55, 5: 0.78, 6: 0.99}  # seed 6 has no pair
+    p = paired_comparison(mine, base)
+    assert p["seeds"] == [1, 2, 3, 4, 5] and p["n"] == 5
+    diffs = [0.02, 0.01, 0.0, 0.05, -0.02]
+    assert p["mean_diff"] == pytest.approx(sum(diffs) / 5)
+    assert p["median_diff"] == pytest.approx(0.01)
+    assert (p["wins"], p["losses"], p["ties"]) == (3, 1, 1)
+    assert p["sign_test_p"] == pytest.approx(0.625)  # 2 * P(X >= 3), X ~ Bin(4, 1/2)
+    sd = (sum((d - 0.012) ** 2 for d in diffs) / 4) ** 0.5
+    half = 2.7764451051977987 * sd / 5**0.5  # t(0.975, 4)
+    assert p["ci95"] == pytest.approx([0.012 - half, 0.012 + half])
+    rers = sorted(relative_error_reduction(mine[s], base[s]) for s in range(1, 6))
+    assert p["median_rer"] == pytest.approx(rers[2])
+    all_wins = paired_comparison({s: 0.9 for s in range(5)}, {s: 0.8 for s in range(5)})
+    assert all_wins["sign_test_p"] == pytest.approx(0.0625)  # 2 / 2**5
+
+
+def test_summary_pairs_seeds_for_tasks_and_the_glue_average():
+    runs = [
+        _run(t, v, s, score)
+        for t, v, s, score in [
+            ("rte", "none", 1, 0.60),
+            ("rte", "none", 2, 0.70),
+            ("rte", "keep", 1, 0.65),
+            ("rte", "keep", 2, 0.69),
+            ("cola", "none", 1, 0.40),
+            ("cola", "none", 2, 0.20),
+            ("cola", "keep", 1, 0.44),
+            ("cola", "keep", 2, 0.30),
+        ]
+    ]
+    rows = {(r["task"], r["variant"]): r for r in summarize(runs, "none")}
+    assert rows[("rte", "none")]["paired"] is None
+    rte = rows[("rte", "keep")]["paired"]
+    assert rte["mean_diff"] == pytest.approx((0.05 - 0.01) / 2)
+    assert (rte["wins"], rte["losses"]) == (1, 1)
+    glue = rows[("glue", "keep")]["paired"]  # per-seed averages: (0.545, 0.495) vs (0.5, 0.45)
+    assert glue["mean_diff"] == pytest.approx(0.045) and glue["wins"] == 2
+    assert rows[("glue", "keep")]["score_min"] == pytest.approx(0.495)
+    table = summary_markdown(list(rows.values()))
+    assert "| glue | keep | 2 | +4.50 [" in table
 
 
 # --------------------------------------------------------------------------- bad input

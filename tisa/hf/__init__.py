@@ -20,7 +20,16 @@ See docs/hf.md for the design.
 
 from tisa.hf.attention_fn import IMPLEMENTATIONS, apply_rotary, tisa_attention_forward, tisa_mask
 from tisa.hf.attention_fn import register as _register_attention
-from tisa.hf.convert import add_tisa, is_tisa, iter_scorers, positional_parameters, tisa_config
+from tisa.hf.convert import (
+    DEFAULT_START,
+    STARTS,
+    add_tisa,
+    is_tisa,
+    iter_scorers,
+    positional_parameters,
+    start_options,
+    tisa_config,
+)
 from tisa.hf.models import (
     ARCHITECTURES,
     TisaAlbertConfig,
@@ -31,9 +40,18 @@ from tisa.hf.models import (
     register_auto_classes,
     tisa_model_class,
 )
+from tisa.hf.optim import (
+    parameter_groups,
+    scoring_movement,
+    scoring_parameter_names,
+    scoring_snapshot,
+)
 
 __all__ = [
     "ARCHITECTURES",
+    "DEFAULT_START",
+    "STARTS",
+    "TisaTrainer",
     "IMPLEMENTATIONS",
     "TisaAlbertConfig",
     "TisaBertConfig",
@@ -44,12 +62,26 @@ __all__ = [
     "apply_rotary",
     "is_tisa",
     "iter_scorers",
+    "parameter_groups",
     "positional_parameters",
+    "scoring_movement",
+    "scoring_parameter_names",
+    "scoring_snapshot",
+    "start_options",
     "tisa_attention_forward",
     "tisa_config",
     "tisa_mask",
     "tisa_model_class",
 ]
+
+
+def __getattr__(name: str):
+    if name == "TisaTrainer":  # imports the Trainer (and accelerate) only when asked for
+        from tisa.hf.trainer import TisaTrainer
+
+        return TisaTrainer
+    raise AttributeError(f"module 'tisa.hf' has no attribute {name!r}")
+
 
 _register_attention()
 register_auto_classes()

@@ -18,7 +18,35 @@ from tisa.hf.models import (
 )
 from tisa.scoring import ScoringFunction
 
-__all__ = ["add_tisa", "is_tisa", "iter_scorers", "positional_parameters", "tisa_config"]
+__all__ = [
+    "DEFAULT_START",
+    "STARTS",
+    "add_tisa",
+    "is_tisa",
+    "iter_scorers",
+    "positional_parameters",
+    "tisa_config",
+]
+
+#: Named starts for RBF scorers added to a pretrained model (scoring options of ``rbf``).
+#: ``paper``: the paper's initialisation, a ~ N(0.1, 0.01^2), b ~ N(0.1, 0.01^2),
+#: c ~ N(0, 5^2), which perturbs the pretrained logits from the first step; ``zero``: the
+#: same offsets with zero amplitudes; ``spread``: zero amplitudes and each head's offsets
+#: evenly over [-10, 10]. With zero amplitudes the model at step 0 computes exactly what the
+#: original computes. Training from scratch (:func:`tisa_config`) keeps the paper's start.
+STARTS: dict[str, dict[str, float]] = {
+    "paper": {},
+    "zero": {"amplitude_mean": 0.0, "amplitude_std": 0.0},
+    "spread": {
+        "amplitude_mean": 0.0,
+        "amplitude_std": 0.0,
+        "offset_range": 10.0,
+        "offset_std": 0.0,
+    },
+}
+#: The start :func:`add_tisa` uses for ``rbf`` unless told otherwise (chosen on held-out
+#: GLUE training data, docs/glue.md).
+DEFAULT_START = "spread"
 
 
 def is_tisa(model: nn.Module) -> bool:
@@ -37,6 +65,7 @@ def add_tisa(
     rotary: bool = False,
     rotary_base: float = 10000.0,
     backend: str = "auto",
+    start: str | None = None,
     **scoring_options: Any,
 ) -> PreTrainedModel:
     """Puts translation-invariant self-attention into a transformers model, in place.
@@ -64,7 +93,11 @@ def add_tisa(
         rotary: also apply rotary position embedding to queries and keys.
         rotary_base: rotary frequency base.
         backend: :func:`tisa.attention.attention` backend for the ``"tisa"`` implementation.
-        **scoring_options: passed to :func:`tisa.scoring.build` (e.g. ``amplitude_mean``).
+        start: a :data:`STARTS` name for the RBF parameters (default :data:`DEFAULT_START`,
+            which leaves the pretrained model's function unchanged at step 0); other
+            families start from their own defaults and take only ``"paper"``.
+        **scoring_options: passed to :func:`tisa.scoring.build` (e.g. ``amplitude_mean``);
+            they override the start's values.
 
     Returns:
         The same model object.
@@ -78,6 +111,7 @@ def add_tisa(
             f"model must be a transformers PreTrainedModel, got {type(model).__name__}"
         )
     model_type = base_model_type(model.config)
+    scoring_options = {**start_options(scoring, start), **scoring_options}
     settings = make_settings(
         model.config,
         scoring=scoring,
@@ -106,6 +140,25 @@ def add_tisa(
     install(model, settings)
     model.config._attn_implementation = "tisa_eager" if previous == "eager" else "tisa"
     return model
+
+
+def start_options(scoring: str | None, start: str | None) -> dict[str, float]:
+    """The scoring options of a named start (:data:`STARTS`) for ``scoring``.
+
+    Raises:
+        ValueError: an unknown start, or a start other than ``"paper"`` for a family
+            that is not ``"rbf"``.
+    """
+    if start is not None and start not in STARTS:
+        raise ValueError(f"start must be one of {sorted(STARTS)} or None, got {start!r}")
+    if scoring != "rbf":
+        if start not in (None, "paper"):
+            raise ValueError(
+                f"start={start!r} applies to the 'rbf' scoring family, not {scoring!r}; "
+                "other families start from their own defaults"
+            )
+        return {}
+    return dict(STARTS[DEFAULT_START if start is None else start])
 
 
 def tisa_config(

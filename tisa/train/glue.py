@@ -67,6 +67,7 @@ __all__ = [
     "GlueResults",
     "add_arguments",
     "config_from_args",
+    "paired_comparison",
     "relative_error_reduction",
     "run_dir",
     "run",
@@ -92,10 +93,16 @@ _SETTING_KEYS = (
     "max_length",
     "max_train_samples",
     "max_eval_samples",
-    "scoring",
-    "num_kernels",
+    "holdout",
     "bf16",
 )
+# settings of the TISA variants only: checked per variant, so an output folder can hold
+# the baseline's runs before the TISA settings are chosen
+_TISA_SETTING_KEYS = ("scoring", "num_kernels", "tisa_learning_rate", "tisa_start")
+
+#: Learning rate of the TISA scoring parameters unless ``tisa_learning_rate`` is given
+#: (chosen on held-out training data, docs/glue.md).
+DEFAULT_TISA_LEARNING_RATE = 1e-2
 
 
 # --------------------------------------------------------------------------------------
@@ -127,6 +134,12 @@ class GlueConfig:
             ``"none"`` when compared, else the first variant).
         scoring: TISA scoring family for ``keep`` / ``remove`` (see ``tisa.scoring``).
         num_kernels: kernels per head for the ``"rbf"`` family.
+        tisa_learning_rate: learning rate of the TISA scoring parameters (no weight decay);
+            default :data:`DEFAULT_TISA_LEARNING_RATE`.
+        tisa_start: how the RBF parameters start (:data:`tisa.hf.STARTS`); default
+            :data:`tisa.hf.DEFAULT_START`.
+        holdout: a share of each training set (split off with seed 0) to evaluate on
+            instead of the dev sets, for choosing hyperparameters; 0 evaluates on dev.
         glue_dir: classic ``glue_data`` folder; ``None`` loads from ``hf_path``.
         hf_path: HF hub dataset (or a local folder in its layout).
         train_file: custom training file (CSV, TSV or JSON lines).
@@ -159,6 +172,9 @@ class GlueConfig:
     baseline: str | None = None
     scoring: str = "rbf"
     num_kernels: int = 5
+    tisa_learning_rate: float | None = None
+    tisa_start: str | None = None
+    holdout: float = 0.0
     glue_dir: str | None = None
     hf_path: str = HF_GLUE
     train_file: str | None = None
@@ -243,6 +259,23 @@ class GlueConfig:
             raise ValueError(
                 f"warmup_ratio: expected a number in [0, 1), got {self.warmup_ratio!r}"
             )
+        if self.tisa_learning_rate is None:
+            put("tisa_learning_rate", DEFAULT_TISA_LEARNING_RATE)
+        if not (isinstance(self.tisa_learning_rate, (int, float)) and self.tisa_learning_rate > 0):
+            raise ValueError(
+                f"tisa_learning_rate: expected a positive number, got {self.tisa_learning_rate!r}"
+            )
+        put("tisa_learning_rate", float(self.tisa_learning_rate))
+        if self.tisa_start is None:
+            from tisa.hf import DEFAULT_START
+
+            put("tisa_start", DEFAULT_START if self.scoring == "rbf" else "paper")
+        from tisa.hf import start_options
+
+        start_options(self.scoring, self.tisa_start)  # raises on an unknown start
+        if not (isinstance(self.holdout, (int, float)) and 0 <= self.holdout < 1):
+            raise ValueError(f"holdout: expected a share in [0, 1), got {self.holdout!r}")
+        put("holdout", float(self.holdout))
         if not (self.weight_decay >= 0):
             raise ValueError(f"weight_decay: expected a number >= 0, got {self.weight_decay!r}")
         if self.task_type not in ("auto", "classification", "regression"):
@@ -258,9 +291,13 @@ class GlueConfig:
             return self.baseline
         return "none" if "none" in self.variants else self.variants[0]
 
-    def settings(self) -> dict[str, Any]:
-        """Hyperparameters that every run in one output folder must share."""
-        return {k: getattr(self, k) for k in _SETTING_KEYS}
+    def settings(self, variant: str | None = None) -> dict[str, Any]:
+        """Hyperparameters that every run in one output folder must share; with a TISA
+        ``variant`` (``keep``, ``remove``) also those of its scoring functions."""
+        out = {k: getattr(self, k) for k in _SETTING_KEYS}
+        if variant is not None and variant != "none":
+            out.update({k: getattr(self, k) for k in _TISA_SETTING_KEYS})
+        return out
 
 
 @dataclass
@@ -307,22 +344,37 @@ def run_dir(output_dir: str | Path, task: str, variant: str, seed: int) -> Path:
 
 
 def _check_settings(config: GlueConfig, *, write: bool = False) -> None:
-    """Refuses settings other than those of the runs in ``output_dir``; with ``write``,
-    records them (done once training starts, so a run that fails its checks leaves
-    nothing behind)."""
+    """Refuses settings other than those of the runs in ``output_dir`` (the shared ones,
+    and the TISA ones of each TISA variant already there); with ``write``, records them
+    (done once training starts, so a run that fails its checks leaves nothing behind)."""
     path = Path(config.output_dir) / "settings.json"
     now = json_ready(config.settings())
-    if path.is_file():
-        before = json.loads(path.read_text())
-        diff = [k for k in now if before.get(k) != now[k]]
+    tisa_now = {
+        v: json_ready({k: getattr(config, k) for k in _TISA_SETTING_KEYS})
+        for v in config.variants
+        if v != "none"
+    }
+    before = json.loads(path.read_text()) if path.is_file() else None
+    if before is not None:
+        tisa_before = before.pop("tisa_variants", {})
+        diff = [(k, before.get(k), now[k]) for k in now if before.get(k) != now[k]]
+        for variant, values in tisa_now.items():
+            old = tisa_before.get(variant)
+            if old is not None:
+                diff += [
+                    (f"{variant}.{k}", old.get(k), values[k])
+                    for k in values
+                    if old.get(k) != values[k]
+                ]
         if diff:
-            changes = ", ".join(f"{k}: {before.get(k)!r} there, {now[k]!r} now" for k in diff)
+            changes = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, a, b in diff)
             raise ValueError(
                 f"output_dir: {config.output_dir!r} holds runs made with other settings "
                 f"({changes}); use another output folder or the same settings"
             )
-    elif write and _is_main_process():
-        write_json(path, now)
+        tisa_now = {**tisa_before, **tisa_now}
+    if write and _is_main_process():
+        write_json(path, {**now, "tisa_variants": tisa_now})
 
 
 # --------------------------------------------------------------------------------------
@@ -348,6 +400,10 @@ def _encode(
     """Subsets (if asked) and tokenizes: text columns -> input_ids, attention_mask, ..."""
     from datasets import DatasetDict
 
+    if config.holdout > 0:  # model selection: evaluate on a part of train, never on dev
+        parts = data["train"].train_test_split(test_size=config.holdout, seed=0)
+        held = {split: parts["test"] for split in task.eval_splits}
+        data = DatasetDict({"train": parts["train"], **held})
     limits = {"train": config.max_train_samples}
     limits.update({s: config.max_eval_samples for s in task.eval_splits})
     parts = {}
@@ -418,6 +474,7 @@ def _build_model(
             scoring=config.scoring,
             num_kernels=config.num_kernels,
             position_embeddings=variant,
+            start=config.tisa_start,
         )
     return model
 
@@ -451,6 +508,7 @@ def _fine_tune(
     from transformers.trainer_utils import get_last_checkpoint
 
     from tisa.data.glue import compute_metrics
+    from tisa.hf import TisaTrainer, scoring_movement, scoring_snapshot
 
     folder = run_dir(config.output_dir, task.name, variant, seed)
     checkpoints = folder / "checkpoints"
@@ -459,6 +517,7 @@ def _fine_tune(
     set_seed(seed)  # the classifier head and TISA parameters start from this seed
     model = _build_model(config, task, variant, tokenizer)
     positional = _positional_parameters(model)
+    start = scoring_snapshot(model)  # taken before a resume loads trained values
     args = TrainingArguments(
         output_dir=str(checkpoints),
         per_device_train_batch_size=config.batch_size,
@@ -479,13 +538,15 @@ def _fine_tune(
         bf16=config.bf16,
         dataloader_pin_memory=torch.cuda.is_available(),
     )
-    trainer = Trainer(
+    extra = {} if variant == "none" else {"tisa_learning_rate": config.tisa_learning_rate}
+    trainer = (Trainer if variant == "none" else TisaTrainer)(
         model=model,
         args=args,
         train_dataset=encoded["train"],
         data_collator=DataCollatorWithPadding(tokenizer),
         processing_class=tokenizer,
         callbacks=list(callbacks),
+        **extra,
     )
     train_output = trainer.train(resume_from_checkpoint=True if last is not None else None)
 
@@ -506,13 +567,15 @@ def _fine_tune(
         "score": task.score(metrics),
         "eval_loss": eval_loss,
         "positional_parameters": positional,
+        "tisa_movement": scoring_movement(model, start),
+        "evaluated_on": "heldout" if config.holdout > 0 else "dev",
         "train_samples": len(encoded["train"]),
         "eval_samples": {s: len(encoded[s]) for s in task.eval_splits},
         "global_step": int(train_output.global_step),
         "train_loss": float(train_output.training_loss),
         "train_runtime_s": float(train_output.metrics.get("train_runtime", float("nan"))),
         "resumed_from": None if last is None else Path(last).name,
-        "settings": config.settings(),
+        "settings": config.settings(variant),
     }
     del trainer, model
     gc.collect()
@@ -629,6 +692,50 @@ def relative_error_reduction(score: float, baseline_score: float) -> float:
     return (err_base - err) / err_base
 
 
+def paired_comparison(
+    scores: dict[int, float], baseline_scores: dict[int, float]
+) -> dict[str, Any]:
+    """Compares a variant with the baseline seed by seed (same seed = same data order and
+    head initialisation, so the seeds pair up).
+
+    Args:
+        scores: seed -> task score of the variant.
+        baseline_scores: seed -> task score of the baseline.
+
+    Returns:
+        ``seeds`` (paired), ``n``, ``mean_diff`` and ``median_diff`` (variant - baseline),
+        ``ci95`` (a t interval of the mean difference; NaN with fewer than 2 pairs),
+        ``wins`` / ``losses`` / ``ties``, ``sign_test_p`` (two-sided exact binomial test of
+        wins against losses) and ``median_rer`` (median over seeds of the relative error
+        reduction).
+    """
+    from scipy import stats
+
+    seeds = sorted(set(scores) & set(baseline_scores))
+    diffs = np.array([scores[s] - baseline_scores[s] for s in seeds], dtype=float)
+    rers = [relative_error_reduction(scores[s], baseline_scores[s]) for s in seeds]
+    nan = float("nan")
+    out: dict[str, Any] = {
+        "seeds": seeds,
+        "n": len(seeds),
+        "mean_diff": float(diffs.mean()) if len(seeds) else nan,
+        "median_diff": float(np.median(diffs)) if len(seeds) else nan,
+        "ci95": [nan, nan],
+        "wins": int((diffs > 0).sum()),
+        "losses": int((diffs < 0).sum()),
+        "ties": int((diffs == 0).sum()),
+        "sign_test_p": nan,
+        "median_rer": float(np.nanmedian(rers)) if any(not math.isnan(r) for r in rers) else nan,
+    }
+    if len(seeds) >= 2:
+        half = stats.t.ppf(0.975, len(seeds) - 1) * diffs.std(ddof=1) / math.sqrt(len(seeds))
+        out["ci95"] = [float(diffs.mean() - half), float(diffs.mean() + half)]
+    decided = out["wins"] + out["losses"]
+    if decided:
+        out["sign_test_p"] = float(stats.binomtest(out["wins"], decided, 0.5).pvalue)
+    return out
+
+
 def summarize(runs: Sequence[dict[str, Any]], baseline: str) -> list[dict[str, Any]]:
     """Median over seeds per (task, variant), and a GLUE average row per variant.
 
@@ -640,17 +747,22 @@ def summarize(runs: Sequence[dict[str, Any]], baseline: str) -> list[dict[str, A
     Returns:
         Rows with keys task, variant, seeds, metrics (median of each metric), score
         (median of the per-seed task scores), score_min, score_max, positional_parameters,
-        relative_error_reduction (NaN for the baseline itself or without a baseline) and
-        baseline. With several tasks, each variant that has all of them gets a row with
-        task ``"glue"``: the mean of its task scores (the GLUE average).
+        relative_error_reduction (of the medians; NaN for the baseline itself or without a
+        baseline), paired (:func:`paired_comparison` against the baseline, None for the
+        baseline itself) and baseline. With several tasks, each variant that has all of
+        them gets a row with task ``"glue"``: the mean of its task scores (the GLUE
+        average); its paired comparison is over the per-seed averages of the seeds that
+        have every task.
     """
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in runs:
         groups.setdefault((r["task"], r["variant"]), []).append(r)
     rows = []
+    per_seed: dict[tuple[str, str], dict[int, float]] = {}
     for (task, variant), rs in groups.items():
         rs = sorted(rs, key=lambda r: r["seed"])
         scores = np.array([r["score"] for r in rs], dtype=float)
+        per_seed[(task, variant)] = {r["seed"]: float(r["score"]) for r in rs}
         rows.append(
             {
                 "task": task,
@@ -670,6 +782,12 @@ def summarize(runs: Sequence[dict[str, Any]], baseline: str) -> list[dict[str, A
         for variant in dict.fromkeys(r["variant"] for r in rows):
             mine = {r["task"]: r for r in rows if r["variant"] == variant}
             if set(mine) == set(tasks):
+                complete = set.intersection(*(set(per_seed[(t, variant)]) for t in tasks))
+                averages = {
+                    seed: float(np.mean([per_seed[(t, variant)][seed] for t in tasks]))
+                    for seed in sorted(complete)
+                }
+                per_seed[("glue", variant)] = averages
                 rows.append(
                     {
                         "task": "glue",
@@ -677,17 +795,20 @@ def summarize(runs: Sequence[dict[str, Any]], baseline: str) -> list[dict[str, A
                         "seeds": sorted({s for r in mine.values() for s in r["seeds"]}),
                         "metrics": {},
                         "score": float(np.mean([r["score"] for r in mine.values()])),
-                        "score_min": float("nan"),
-                        "score_max": float("nan"),
+                        "score_min": min(averages.values(), default=float("nan")),
+                        "score_max": max(averages.values(), default=float("nan")),
                         "positional_parameters": next(iter(mine.values()))["positional_parameters"],
                     }
                 )
     base = {r["task"]: r["score"] for r in rows if r["variant"] == baseline}
     for r in rows:
-        if r["variant"] == baseline or r["task"] not in base:
+        task, variant = r["task"], r["variant"]
+        if variant == baseline or task not in base:
             r["relative_error_reduction"] = float("nan")
+            r["paired"] = None
         else:
-            r["relative_error_reduction"] = relative_error_reduction(r["score"], base[r["task"]])
+            r["relative_error_reduction"] = relative_error_reduction(r["score"], base[task])
+            r["paired"] = paired_comparison(per_seed[(task, variant)], per_seed[(task, baseline)])
         r["baseline"] = baseline
     return rows
 
@@ -717,6 +838,27 @@ def summary_markdown(summary: Sequence[dict[str, Any]]) -> str:
             f"{pos['absolute']:,} / {pos['tisa']:,} / {pos['total']:,} | "
             f"{'-' if math.isnan(rer) else f'{100 * rer:+.1f}%'} |"
         )
+    paired = [r for r in summary if r.get("paired")]
+    if paired:
+        lines += [
+            "",
+            f"Paired over seeds against {baseline} (difference of scores x 100; same seed = "
+            "same data order and head initialisation):",
+            "",
+            "| task | variant | pairs | mean diff [95% CI] | median diff | wins / losses "
+            "| sign test p | median rel. error reduction |",
+            "|---|---|---:|---|---:|---:|---:|---:|",
+        ]
+        for r in paired:
+            p = r["paired"]
+            lo, hi = p["ci95"]
+            ci = "" if math.isnan(lo) else f" [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+            sign = "n/a" if math.isnan(p["sign_test_p"]) else f"{p['sign_test_p']:.3g}"
+            med = "n/a" if math.isnan(p["median_rer"]) else f"{100 * p['median_rer']:+.1f}%"
+            lines.append(
+                f"| {r['task']} | {r['variant']} | {p['n']} | {100 * p['mean_diff']:+.2f}{ci} | "
+                f"{100 * p['median_diff']:+.2f} | {p['wins']} / {p['losses']} | {sign} | {med} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -807,6 +949,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--scoring", default="rbf", help="TISA scoring family (default: rbf)")
     g.add_argument("--num-kernels", type=int, default=5, help="RBF kernels per head (default: 5)")
+    g.add_argument(
+        "--tisa-learning-rate",
+        type=float,
+        default=None,
+        help="learning rate of the TISA scoring parameters, which get no weight decay "
+        f"(default: {DEFAULT_TISA_LEARNING_RATE:g})",
+    )
+    g.add_argument(
+        "--tisa-start",
+        default=None,
+        choices=["paper", "zero", "spread"],
+        help="how RBF scorers start: paper (the paper's initialisation), zero (zero "
+        "amplitudes), spread (zero amplitudes, offsets over [-10, 10]); default: spread",
+    )
     g.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3], help="default: 1 2 3")
     g.add_argument(
         "--baseline",
@@ -833,6 +989,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="train on the first N examples after a shuffle with seed 0",
     )
     g.add_argument("--max-eval-samples", type=int, default=None, help="likewise for dev sets")
+    g.add_argument(
+        "--holdout",
+        type=float,
+        default=0.0,
+        help="evaluate on this share of each training set (split off with seed 0) instead "
+        "of the dev sets: for choosing hyperparameters (default: 0, evaluate on dev)",
+    )
     g.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision (GPU)")
     g.add_argument("--save-steps", type=int, default=500, help="checkpoint every N steps")
     g.add_argument("--logging-steps", type=int, default=50, help="log every N steps")
@@ -884,6 +1047,9 @@ def config_from_args(args: argparse.Namespace) -> GlueConfig:
         baseline=args.baseline,
         scoring=args.scoring,
         num_kernels=args.num_kernels,
+        tisa_learning_rate=args.tisa_learning_rate,
+        tisa_start=args.tisa_start,
+        holdout=args.holdout,
         glue_dir=args.glue_dir,
         hf_path=args.hf_path,
         train_file=args.train_file,
