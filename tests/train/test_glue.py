@@ -210,6 +210,34 @@ def test_other_settings_in_the_same_output_folder_are_refused(rte_run):
         run_glue(changed)
 
 
+@needs_glue
+def test_per_task_training_caps(tiny_model, tmp_path):
+    from tisa.cli import main
+
+    config = _rte_config(
+        tiny_model, tmp_path, seeds=(1,), max_steps=1, max_train_samples={"RTE": 24, "sst2": 5}
+    )
+    assert config.max_train_samples == {"rte": 24, "sst2": 5}
+    (run,) = run_glue(config).runs
+    assert run["train_samples"] == 24
+    with pytest.raises(ValueError, match=r"max_train_samples\['rte'\] must be an integer"):
+        GlueConfig(model="m", tasks=("rte",), max_train_samples={"rte": 0})
+    code = main(
+        [
+            "glue",
+            "--model",
+            tiny_model,
+            "--task",
+            "rte",
+            "--max-train-samples",
+            "rte=x",
+            "--output-dir",
+            str(tmp_path / "bad"),
+        ]
+    )
+    assert code == 2
+
+
 def test_tisa_settings_are_checked_per_variant(tmp_path):
     """A folder of baseline runs takes TISA variants with any TISA settings; once a TISA
     variant has runs there, its settings are fixed."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,7 @@ __all__ = [
     "compute_metrics",
     "custom_task",
     "f1",
+    "find_glue_dir",
     "get_task",
     "glue_average",
     "load_custom",
@@ -739,3 +741,17 @@ def _custom_labels(task: GlueTask, values: Sequence[Any], where: Path, *, allow_
             f"(expected {list(task.label_names)})"
         )
     return out
+
+
+def find_glue_dir() -> Path | None:
+    """A classic glue_data folder: ``$GLUE_DIR``, or ``shared/data/glue`` in the working
+    folder or one above it; None when there is none."""
+
+    candidates = [os.environ.get("GLUE_DIR")] if os.environ.get("GLUE_DIR") else []
+    here = Path.cwd().resolve()
+    for base in (here, *here.parents):
+        candidates.append(str(base / "shared" / "data" / "glue"))
+    for c in candidates:
+        if c and (Path(c) / "SST-2" / "dev.tsv").is_file():
+            return Path(c)
+    return None

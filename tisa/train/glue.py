@@ -128,7 +128,8 @@ class GlueConfig:
         weight_decay: AdamW weight decay.
         max_length: tokens per example after truncation (pairs: longest first).
         max_train_samples: train on a subset: the first N examples after a shuffle with
-            seed 0 (the same subset for every seed and variant).
+            seed 0 (the same subset for every seed and variant); a dict task -> N caps
+            only the tasks it names (e.g. ``{"sst2": 8000}``).
         max_eval_samples: evaluate on such a subset of each dev set.
         baseline: variant the relative error reduction is computed against (default
             ``"none"`` when compared, else the first variant).
@@ -167,7 +168,7 @@ class GlueConfig:
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
     max_length: int = 128
-    max_train_samples: int | None = None
+    max_train_samples: int | dict[str, int] | None = None
     max_eval_samples: int | None = None
     baseline: str | None = None
     scoring: str = "rbf"
@@ -247,7 +248,15 @@ class GlueConfig:
             )
         for name in ("batch_size", "max_length", "num_kernels", "save_steps", "logging_steps"):
             check_int(getattr(self, name), name)
-        for name in ("max_steps", "max_train_samples", "max_eval_samples", "eval_batch_size"):
+        if isinstance(self.max_train_samples, dict):
+            caps = {}
+            for task_name, cap in self.max_train_samples.items():
+                name = get_task(str(task_name)).name if task_name != "custom" else "custom"
+                caps[name] = check_int(cap, f"max_train_samples[{task_name!r}]")
+            put("max_train_samples", dict(sorted(caps.items())))
+        else:
+            check_int(self.max_train_samples, "max_train_samples", optional=True)
+        for name in ("max_steps", "max_eval_samples", "eval_batch_size"):
             check_int(getattr(self, name), name, optional=True)
         if not (self.epochs > 0):
             raise ValueError(f"epochs: expected a positive number, got {self.epochs!r}")
@@ -404,7 +413,8 @@ def _encode(
         parts = data["train"].train_test_split(test_size=config.holdout, seed=0)
         held = {split: parts["test"] for split in task.eval_splits}
         data = DatasetDict({"train": parts["train"], **held})
-    limits = {"train": config.max_train_samples}
+    cap = config.max_train_samples
+    limits = {"train": cap.get(task.name) if isinstance(cap, dict) else cap}
     limits.update({s: config.max_eval_samples for s in task.eval_splits})
     parts = {}
     for split, limit in limits.items():
@@ -984,9 +994,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-length", type=int, default=128, help="tokens (default: 128)")
     g.add_argument(
         "--max-train-samples",
-        type=int,
+        nargs="+",
         default=None,
-        help="train on the first N examples after a shuffle with seed 0",
+        metavar="N|TASK=N",
+        help="train on the first N examples after a shuffle with seed 0; TASK=N caps only "
+        "that task (e.g. sst2=8000)",
     )
     g.add_argument("--max-eval-samples", type=int, default=None, help="likewise for dev sets")
     g.add_argument(
@@ -1026,6 +1038,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--no-plot", action="store_true", help="do not write results.png")
 
 
+def _parse_caps(values: Sequence[str] | None) -> int | dict[str, int] | None:
+    """``--max-train-samples N`` (every task) or ``TASK=N ...`` (the tasks named)."""
+    if not values:
+        return None
+    if len(values) == 1 and "=" not in values[0]:
+        return _int_arg(values[0], "--max-train-samples")
+    caps = {}
+    for value in values:
+        task, sep, number = value.partition("=")
+        if not sep or not task:
+            raise ValueError(
+                f"--max-train-samples: expected N or TASK=N values, got {list(values)}"
+            )
+        caps[task.lower()] = _int_arg(number, f"--max-train-samples {task}")
+    return caps
+
+
+def _int_arg(text: str, name: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{name}: expected an integer, got {text!r}") from None
+
+
 def config_from_args(args: argparse.Namespace) -> GlueConfig:
     """The :class:`GlueConfig` described by parsed ``tisa glue`` arguments."""
     return GlueConfig(
@@ -1042,7 +1078,7 @@ def config_from_args(args: argparse.Namespace) -> GlueConfig:
         warmup_ratio=args.warmup_ratio,
         weight_decay=args.weight_decay,
         max_length=args.max_length,
-        max_train_samples=args.max_train_samples,
+        max_train_samples=_parse_caps(args.max_train_samples),
         max_eval_samples=args.max_eval_samples,
         baseline=args.baseline,
         scoring=args.scoring,
