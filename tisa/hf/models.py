@@ -60,6 +60,7 @@ from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
 from transformers.models.bert.modeling_bert import BertEmbeddings
 from transformers.models.electra.modeling_electra import ElectraEmbeddings
 from transformers.models.roberta.modeling_roberta import RobertaEmbeddings
+from transformers.utils.output_capturing import _CAN_RECORD_REGISTRY
 
 from tisa.attention import BACKENDS
 from tisa.hf.attention_fn import IMPLEMENTATIONS
@@ -544,6 +545,9 @@ def install(model: PreTrainedModel, settings: dict[str, Any]) -> None:
     for module in model.modules():
         if isinstance(module, PreTrainedModel):
             module.__class__ = tisa_model_class(type(module))
+            # transformers finds the layers whose outputs it records (hidden states,
+            # attentions) by the model's class name, registered when a model is built
+            _CAN_RECORD_REGISTRY[module] = module._can_record_outputs
     config = model.config
     config.__class__ = TISA_CONFIGS[model_type]
     config.tisa = settings
