@@ -11,7 +11,11 @@ structure and destroy what is. Two nulls, both matched to the table P under test
     diagonal of P P^T is exactly P's), no relation between positions.
 ``"shuffled"``
     P's own rows in a uniformly random order (a fresh permutation per draw). The same
-    set of vectors, with their norms and pairwise similarities, but no order.
+    set of vectors, with their norms and pairwise similarities, but no order. Because
+    the entries of P P^T (and of cos(P)) are only rearranged, their variance and the
+    diagonal's residual are the same in every draw: TI with and without the diagonal
+    then move together and get the same z-score. The ``"random"`` null is the one whose
+    mean shows how much the diagonal alone scores.
 
 For each null, :func:`compare_to_null` evaluates the statistic on ``draws`` such tables
 and reports the observed value next to the draws' mean and standard deviation, the
