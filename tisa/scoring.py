@@ -518,10 +518,10 @@ class RBFTailScoring(ScoringFunction):
       r2_h = softplus(raw_r2_h) >= 0;
     - ``"none"``: no tail.
 
-    Softplus keeps the tail monotone for any value training gives the raw parameters
-    (no clamp, so the gradient never stops). With ``asymmetric`` each tail parameter has
-    one value for k < 0 (keys before the query) and one for k > 0, shape (H, 2); a causal
-    model only ever trains the k < 0 one.
+    Softplus keeps every tail parameter >= 0, so the tail never rises with |k| whatever
+    values training gives the raw parameters (and, unlike a clamp, it keeps a gradient).
+    With ``asymmetric`` each tail parameter has one value for k < 0 (keys before the
+    query) and one for k > 0, shape (H, 2); a causal model only ever trains the k < 0 one.
 
     Tails start from ALiBi's geometric slopes m_h (:func:`alibi_slopes`) times
     ``tail_scale``: the linear tail with m_h, the log tail with r1_h = ``init_r1`` and
@@ -529,8 +529,9 @@ class RBFTailScoring(ScoringFunction):
     (1 + r2|k|)^(-r1) beyond |k| ~ 1/r2. ``init_r1 > 1`` makes those weights summable:
     the positional prior of a query keeps a finite total mass at any length.
 
-    Computed in at least float32 and returned in the parameters' dtype. No NaN or inf for
-    any int32/int64 offset a sequence can have (|k| < 2^24 is exact in float32).
+    Computed in at least float32 (integer offsets up to 2^24 are exact there; bfloat16
+    rounds them above 256) and returned in the parameters' dtype; values and gradients
+    stay finite for large offsets (tested to |k| = 10^6 in float32 and bfloat16).
     """
 
     symmetric = False
