@@ -5,8 +5,9 @@
     python benchmarks/glue_protocol.py protocol    # the full-budget comparison on the dev sets
 
 ``sweep`` fine-tunes each candidate TISA setting (start and learning rate of the scoring
-parameters, :data:`SWEEP`) and the baseline on a 90/10 split of each training set, and is
-scored on the 10% held out, never on a dev set. ``select`` picks the candidate with the
+parameters, :data:`SWEEP`) and the baseline on a 90/10 split of the training sets of
+CoLA, MRPC and STS-B (3 epochs on at most 3,000 of the 90%, seeds 1 and 2), and is scored
+on the 10% held out, never on a dev set. ``select`` picks the candidate with the
 highest mean held-out score over tasks and seeds. ``protocol`` then runs the baseline
 (``none``) and TISA (``keep``, with the selected settings unless given) on the full
 training sets (SST-2 capped at 8,000 examples for every variant), 3 epochs, 5 seeds, and
@@ -28,13 +29,15 @@ import sys
 from pathlib import Path
 
 TASKS = ("cola", "sst2", "mrpc", "stsb", "rte")
-SWEEP_TASKS = ("cola", "mrpc", "stsb", "rte")
+SWEEP_TASKS = ("cola", "mrpc", "stsb")
+#: training examples per task in the sweep (after the 10% held out), the same for every
+#: candidate: keeps the sweep at a third of the protocol's cost
+SWEEP_CAP = 3000
 #: (name, variant, start, TISA learning rate); 5e-5 = the backbone's rate (no own rate)
 SWEEP = (
     ("none", "none", None, None),
     ("paper-5e-05", "keep", "paper", 5e-5),
     ("paper-1e-02", "keep", "paper", 1e-2),
-    ("zero-1e-02", "keep", "zero", 1e-2),
     ("spread-1e-03", "keep", "spread", 1e-3),
     ("spread-1e-02", "keep", "spread", 1e-2),
 )
@@ -74,8 +77,9 @@ def sweep(args: argparse.Namespace) -> int:
                 variants=(variant,),
                 seeds=tuple(args.seeds or (1, 2)),
                 output_dir=str(args.output_dir / name),
-                epochs=args.epochs if args.epochs is not None else 1.0,
+                epochs=args.epochs if args.epochs is not None else 3.0,
                 holdout=0.1,
+                max_train_samples=SWEEP_CAP,
                 glue_dir=_glue_dir(args.glue_dir),
                 save_steps=100,
                 plot=False,
@@ -163,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="default: all-MiniLM-L6-v2 (PyPI)")
     parser.add_argument("--glue-dir", default=None)
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
-    parser.add_argument("--epochs", type=float, default=None, help="sweep 1, protocol 3")
+    parser.add_argument("--epochs", type=float, default=None, help="default: 3")
     parser.add_argument("--variants", nargs="+", default=None, choices=["none", "keep"])
     parser.add_argument("--tisa-start", default=None, choices=["paper", "zero", "spread"])
     parser.add_argument("--tisa-learning-rate", type=float, default=None)
