@@ -39,6 +39,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "tisa.train.extrapolate",
         "Masked-LM loss of pretrained runs at sequence lengths beyond (or within) training.",
     ),
+    "convert": (
+        "tisa.convert.cli",
+        "Convert a pretrained encoder's position table into TISA scoring functions (any length).",
+    ),
     "glue": (
         "tisa.train.glue",
         "Fine-tune on GLUE tasks (optionally with TISA) over several seeds; median results.",
