@@ -41,8 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from scipy.stats import spearmanr
 
-    from tisa.io import write_atomic, write_json
-    from tisa.train.callbacks import read_jsonl
+    from tisa.files import read_jsonl, write_atomic, write_json
     from tisa.train.extrapolate import extrapolate
     from tisa.train.pretrain import PretrainConfig, find_checkpoint, pretrain
 

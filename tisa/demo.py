@@ -83,7 +83,7 @@ def _analysis_section(out: Path, summary_rows: list[list]):
 def _pretraining_section(out: Path, args: argparse.Namespace, summary_rows: list[list]):
     """Short pretraining runs (absolute vs TISA) and their length extrapolation."""
     from tisa import plots, report
-    from tisa.train.callbacks import read_jsonl
+    from tisa.files import read_jsonl
     from tisa.train.extrapolate import extrapolate, write_outputs
     from tisa.train.pretrain import PretrainConfig, find_checkpoint, pretrain
 

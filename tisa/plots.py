@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
 
-from tisa.io import write_atomic
+from tisa.files import write_atomic
 
 __all__ = [
     "comparison_bars",

@@ -15,7 +15,7 @@ import pytest
 import torch
 from transformers import AlbertForMaskedLM, AutoModelForMaskedLM, BertForMaskedLM
 
-from tisa.train.callbacks import read_jsonl
+from tisa.files import read_jsonl
 from tisa.train.models import (
     POSITIONS,
     build_config,

@@ -30,14 +30,13 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from tisa.io import write_atomic
+from tisa.files import append_jsonl, read_jsonl, write_atomic
 
 __all__ = [
     "METRIC_COLUMNS",
     "MetricsCallback",
     "TranslationInvarianceCallback",
     "latest_eval_loss",
-    "read_jsonl",
     "truncate_after",
 ]
 
@@ -53,22 +52,6 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "tokens_per_s",
     "elapsed_s",
 )
-
-
-def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Rows of a JSON-lines file ([] when it does not exist)."""
-    p = Path(path)
-    if not p.is_file():
-        return []
-    rows = []
-    for line in p.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line:
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:  # a line cut short by a killed process
-                continue
-    return rows
 
 
 def truncate_after(run_dir: str | os.PathLike[str], step: int) -> None:
@@ -157,9 +140,7 @@ class MetricsCallback(TrainerCallback):
             self._steps, self._train_time = 0, 0.0
         if len(row) <= 3:  # nothing we track (e.g. the final train summary)
             return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        append_jsonl(self.run_dir / "metrics.jsonl", row)
         csv_path = self.run_dir / "metrics.csv"
         new = not csv_path.is_file()
         with open(csv_path, "a", encoding="utf-8", newline="") as f:
@@ -218,6 +199,4 @@ class TranslationInvarianceCallback(TrainerCallback):
             "eval_loss": latest_eval_loss(state.log_history),
             **values,
         }
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.run_dir / "ti.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        append_jsonl(self.run_dir / "ti.jsonl", row)

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tisa._validate import check_int
-from tisa.io import write_atomic, write_json
+from tisa.files import write_atomic, write_json
 
 __all__ = [
     "HELP",

@@ -54,7 +54,7 @@ from tisa.data.glue import (
     load_custom,
     load_glue,
 )
-from tisa.io import json_ready, write_atomic, write_json
+from tisa.files import json_ready, write_atomic, write_json
 
 if TYPE_CHECKING:
     from datasets import DatasetDict

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from tisa._validate import check_int
-from tisa.io import write_json
+from tisa.files import fsync_folder, fsync_tree, write_json
 
 __all__ = [
     "HELP",
@@ -379,9 +379,9 @@ def _trainer_class():
                 final = os.path.join(run_dir, name)
                 if os.path.isdir(final):  # the same step saved again after a resume
                     shutil.rmtree(final)
-                _fsync_tree(staged)
+                fsync_tree(staged)
                 os.replace(staged, final)
-                _fsync_dir(run_dir)
+                fsync_folder(run_dir)
                 try:
                     os.rmdir(staging)  # leaves nothing behind when it is empty
                 except OSError:
@@ -396,30 +396,6 @@ def _trainer_class():
             return super()._run_epoch(model, epoch, *args, **kwargs)
 
     return PretrainTrainer
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(path: str) -> None:
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                with open(os.path.join(root, name), "rb") as f:
-                    os.fsync(f.fileno())
-            except OSError:
-                pass
-        _fsync_dir(root)
 
 
 def _tensorboard_wanted(flag: bool | None) -> bool:
