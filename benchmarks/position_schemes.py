@@ -41,43 +41,32 @@ def main(argv: list[str] | None = None) -> int:
 
     from scipy.stats import spearmanr
 
+    from tisa.checkpoints import run_status
     from tisa.files import read_jsonl, write_atomic, write_json
     from tisa.train.extrapolate import extrapolate
-    from tisa.train.pretrain import PretrainConfig, find_checkpoint, pretrain
+    from tisa.train.pretrain import PretrainConfig, pretrain_or_reuse
 
     runs: dict[str, Path] = {}
     for position in args.positions:
-        run_dir = args.output_dir / position
-        done = (run_dir / "model").is_dir()
-        if done:
-            trained = json.loads((run_dir / "pretrain_config.json").read_text())["config"]
-            if trained["max_steps"] != args.max_steps or trained["seq_len"] != args.seq_len:
-                raise SystemExit(
-                    f"{run_dir} holds a finished run with max_steps={trained['max_steps']}, "
-                    f"seq_len={trained['seq_len']}; use another --output-dir for "
-                    f"--max-steps {args.max_steps} --seq-len {args.seq_len}"
-                )
-        if not done:
-            resume = run_dir.is_dir() and find_checkpoint(run_dir) is not None
-            print(f"== pretraining {position} ({'resuming' if resume else 'new'})", flush=True)
-            pretrain(
-                PretrainConfig(
-                    output_dir=str(run_dir),
-                    position=position,
-                    size="small",
-                    seq_len=args.seq_len,
-                    max_steps=args.max_steps,
-                    batch_size=args.batch_size,
-                    save_steps=args.save_steps,
-                    eval_steps=args.save_steps,
-                    seed=args.seed,
-                    bf16=args.bf16,
-                    resume=resume,
-                    overwrite=run_dir.is_dir() and not resume,
-                    progress=False,
-                )
-            )
-        runs[position] = run_dir
+        config = PretrainConfig(
+            output_dir=str(args.output_dir / position),
+            position=position,
+            size="small",
+            seq_len=args.seq_len,
+            max_steps=args.max_steps,
+            batch_size=args.batch_size,
+            save_steps=args.save_steps,
+            eval_steps=args.save_steps,
+            seed=args.seed,
+            bf16=args.bf16,
+            progress=False,
+        )
+        action = run_status(config.output_dir, finished="model").action
+        print(f"== pretraining {position}: {action}", flush=True)
+        try:  # a finished run is reused (if trained with this budget), a broken one resumed
+            runs[position] = pretrain_or_reuse(config, must_match=("max_steps", "seq_len"))
+        except ValueError as err:
+            raise SystemExit(str(err)) from err
 
     results = extrapolate(
         list(runs.values()), args.lengths, output_dir=args.output_dir / "extrapolation"

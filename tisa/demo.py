@@ -85,30 +85,24 @@ def _pretraining_section(out: Path, args: argparse.Namespace, summary_rows: list
     from tisa import plots, report
     from tisa.files import read_jsonl
     from tisa.train.extrapolate import extrapolate, write_outputs
-    from tisa.train.pretrain import PretrainConfig, find_checkpoint, pretrain
+    from tisa.train.pretrain import PretrainConfig, pretrain_or_reuse
 
     runs = {}
     for position in ("absolute", "tisa"):
-        run_dir = out / "pretrain" / position
-        if not (run_dir / "model").is_dir():  # finished runs are reused, broken ones resumed
-            resume = run_dir.is_dir() and find_checkpoint(run_dir) is not None
-            pretrain(
-                PretrainConfig(
-                    output_dir=str(run_dir),
-                    position=position,
-                    size="small",
-                    seq_len=128,
-                    max_steps=args.pretrain_steps,
-                    batch_size=32,
-                    save_steps=max(1, args.pretrain_steps // 5),
-                    eval_steps=max(1, args.pretrain_steps // 5),
-                    max_eval_blocks=64,
-                    seed=args.seed,
-                    resume=resume,
-                    overwrite=run_dir.is_dir() and not resume,
-                )
+        runs[position] = pretrain_or_reuse(  # finished runs are reused, broken ones resumed
+            PretrainConfig(
+                output_dir=str(out / "pretrain" / position),
+                position=position,
+                size="small",
+                seq_len=128,
+                max_steps=args.pretrain_steps,
+                batch_size=32,
+                save_steps=max(1, args.pretrain_steps // 5),
+                eval_steps=max(1, args.pretrain_steps // 5),
+                max_eval_blocks=64,
+                seed=args.seed,
             )
-        runs[position] = run_dir
+        )
     lengths = [128, 256, 512, 1024]
     results = extrapolate(list(runs.values()), lengths, max_tokens=16384, output_dir=None)
     ext_dir = write_outputs(results, out / "extrapolation")

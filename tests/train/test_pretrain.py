@@ -15,6 +15,7 @@ import pytest
 import torch
 from transformers import AlbertForMaskedLM, AutoModelForMaskedLM, BertForMaskedLM
 
+from tisa.checkpoints import latest_checkpoint
 from tisa.files import read_jsonl
 from tisa.train.models import (
     POSITIONS,
@@ -25,7 +26,7 @@ from tisa.train.models import (
     masked_lm_forward,
     positional_parameter_counts,
 )
-from tisa.train.pretrain import PretrainConfig, find_checkpoint, pretrain
+from tisa.train.pretrain import PretrainConfig, pretrain, pretrain_or_reuse
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -262,7 +263,7 @@ def test_crash_during_save_leaves_no_checkpoint(tmp_path, monkeypatch):
     assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-2"]
     partial = run / ".staging" / "checkpoint-4"
     assert (partial / "model.safetensors").is_file()  # written, but never renamed
-    assert find_checkpoint(run) == run / "checkpoint-2"
+    assert latest_checkpoint(run) == run / "checkpoint-2"
 
 
 _KILL_SCRIPT = textwrap.dedent(
@@ -371,3 +372,13 @@ def test_data_parallel_with_torchrun(tmp_path):
     assert facts["world_size"] == 2 and facts["tokens_per_step"] == 2 * 4 * 32
     state = json.loads((run / "checkpoint-4" / "trainer_state.json").read_text())
     assert state["epoch"] == pytest.approx(4 * 2 * 4 / 48, abs=1e-3)  # data split over ranks
+
+
+def test_pretrain_or_reuse_reuses_a_finished_run(tiny_run):
+    config = PretrainConfig(output_dir=str(tiny_run), max_steps=6, save_steps=3, **TINY)
+    before = (tiny_run / "results.json").stat().st_mtime_ns
+    assert pretrain_or_reuse(config, must_match=("max_steps", "seq_len")) == tiny_run
+    assert (tiny_run / "results.json").stat().st_mtime_ns == before  # nothing trained
+    longer = PretrainConfig(output_dir=str(tiny_run), max_steps=60, **TINY)
+    with pytest.raises(ValueError, match="max_steps=6; use another output folder"):
+        pretrain_or_reuse(longer, must_match=("max_steps",))

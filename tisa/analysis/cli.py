@@ -230,11 +230,13 @@ def analyze(
         raise ValueError(f"checkpoints must be an existing folder, got {str(checkpoints)!r}")
     if not sources:
         if ckpt_dir is not None:
-            found = extract._checkpoints(ckpt_dir)
+            from tisa.checkpoints import list_checkpoints
+
+            found = list_checkpoints(ckpt_dir)
             if not found:
                 raise ValueError(f"{str(ckpt_dir)!r} holds no 'checkpoint-<step>' folders")
-            sources = [str(found[-1][1])]
-            labels = [f"{ckpt_dir.name}/{found[-1][1].name}"]
+            sources = [str(found[-1])]
+            labels = [f"{ckpt_dir.name}/{found[-1].name}"]
         else:
             sources = [_default_model()]
             labels = [DEFAULT_MODEL_NAME]

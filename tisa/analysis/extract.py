@@ -657,17 +657,6 @@ def _first_line(err: BaseException) -> str:
 # Over training
 # --------------------------------------------------------------------------------------
 
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-
-
-def _checkpoints(folder: Path) -> list[tuple[int, Path]]:
-    found = []
-    for child in folder.iterdir():
-        m = _CHECKPOINT.match(child.name)
-        if m and child.is_dir():
-            found.append((int(m.group(1)), child))
-    return sorted(found)
-
 
 def _eval_loss(checkpoint: Path, step: int) -> float | None:
     """eval_loss logged at ``step`` (or the last one before it) in trainer_state.json."""
@@ -742,7 +731,9 @@ def ti_over_training(
     folder = Path(checkpoint_dir)
     if not folder.is_dir():
         raise ValueError(f"checkpoint_dir must be an existing folder, got {str(checkpoint_dir)!r}")
-    found = _checkpoints(folder)
+    from tisa.checkpoints import checkpoint_step, list_checkpoints
+
+    found = [(checkpoint_step(path), path) for path in list_checkpoints(folder)]
     if not found:
         raise ValueError(
             f"checkpoint_dir {str(checkpoint_dir)!r} holds no 'checkpoint-<step>' folders"

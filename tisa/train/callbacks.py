@@ -1,4 +1,8 @@
-"""Trainer callbacks: metrics files in the run folder, translation invariance over training.
+"""Trainer callbacks: masks per epoch, metrics files in the run folder, translation
+invariance over training.
+
+:class:`EpochCallback` tells the training data which epoch begins, so that masked-LM masks
+change from epoch to epoch and are the same again after a resume.
 
 :class:`MetricsCallback` appends every log event (training loss, evaluation loss, learning
 rate, tokens per second of pure training time) to ``metrics.jsonl`` and ``metrics.csv``.
@@ -34,6 +38,7 @@ from tisa.files import append_jsonl, read_jsonl, write_atomic
 
 __all__ = [
     "METRIC_COLUMNS",
+    "EpochCallback",
     "MetricsCallback",
     "TranslationInvarianceCallback",
     "latest_eval_loss",
@@ -88,6 +93,27 @@ def latest_eval_loss(log_history: list[dict[str, Any]]) -> float | None:
         if "eval_loss" in entry:
             return float(entry["eval_loss"])
     return None
+
+
+class EpochCallback(TrainerCallback):
+    """Tells a dataset which epoch begins (``dataset.set_epoch(epoch)``).
+
+    :class:`tisa.data.mlm.MaskedBlocks` draws new masks each epoch from (seed, epoch,
+    block); the Trainer passes the epoch on to its sampler only. At ``on_epoch_begin`` the
+    state's epoch is the loop's epoch (``epoch + steps done / steps per epoch``, whole at
+    an epoch's start, also after a resume), so a resumed run sees the same masks.
+
+    Args:
+        dataset: a dataset with ``set_epoch(int)``.
+    """
+
+    def __init__(self, dataset: Any) -> None:
+        if not hasattr(dataset, "set_epoch"):
+            raise ValueError(f"dataset must have set_epoch(epoch), got {type(dataset).__name__}")
+        self.dataset = dataset
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self.dataset.set_epoch(int(state.epoch or 0))
 
 
 class MetricsCallback(TrainerCallback):

@@ -34,7 +34,6 @@ import json
 import logging
 import math
 import os
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -238,7 +237,7 @@ def resolve_run(path: str | os.PathLike[str], label: str | None = None) -> RunIn
     Raises:
         ValueError: not a folder, or no model in it.
     """
-    from tisa.train.pretrain import find_checkpoint
+    from tisa.checkpoints import latest_checkpoint
 
     folder = Path(path)
     if not folder.is_dir():
@@ -248,7 +247,7 @@ def resolve_run(path: str | os.PathLike[str], label: str | None = None) -> RunIn
     elif (folder / "config.json").is_file():
         model_dir, run_dir = folder, folder.parent
     else:
-        model_dir, run_dir = find_checkpoint(folder), folder
+        model_dir, run_dir = latest_checkpoint(folder), folder
         if model_dir is None:
             raise ValueError(
                 f"runs: {str(path)!r} holds no model (no config.json, model/ or checkpoint-*)"
@@ -272,10 +271,12 @@ def resolve_run(path: str | os.PathLike[str], label: str | None = None) -> RunIn
 
 def _labels(paths: Sequence[str]) -> list[str]:
     """Unique short labels: folder names, widened with parents where they clash."""
+    from tisa.checkpoints import checkpoint_step
+
     parts = [Path(p).resolve().parts for p in paths]
 
     def generic(name: str) -> bool:  # says nothing without its run folder
-        return name == "model" or re.fullmatch(r"checkpoint-\d+", name) is not None
+        return name == "model" or checkpoint_step(name) is not None
 
     depth = 1
     while True:

@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     from datasets import DatasetDict
     from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 
+    from tisa.checkpoints import RunStatus
+
 __all__ = [
     "HELP",
     "VARIANTS",
@@ -352,6 +354,15 @@ def run_dir(output_dir: str | Path, task: str, variant: str, seed: int) -> Path:
     return Path(output_dir) / "runs" / task / variant / f"seed-{seed}"
 
 
+def _status(config: GlueConfig, task: str, variant: str, seed: int) -> RunStatus:
+    """Finished (a ``result.json``), interrupted (resumes from its newest checkpoint, as
+    the Trainer would pick it) or not started."""
+    from tisa.checkpoints import run_status
+
+    folder = run_dir(config.output_dir, task, variant, seed)
+    return run_status(folder, finished="result.json", checkpoints="checkpoints", complete=False)
+
+
 def _check_settings(config: GlueConfig, *, write: bool = False) -> None:
     """Refuses settings other than those of the runs in ``output_dir`` (the shared ones,
     and the TISA ones of each TISA variant already there); with ``write``, records them
@@ -515,14 +526,13 @@ def _fine_tune(
     """Fine-tunes and evaluates one (task, variant, seed) run; returns its result dict."""
     import torch
     from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
-    from transformers.trainer_utils import get_last_checkpoint
 
     from tisa.data.glue import compute_metrics
     from tisa.hf import TisaTrainer, scoring_movement, scoring_snapshot
 
     folder = run_dir(config.output_dir, task.name, variant, seed)
     checkpoints = folder / "checkpoints"
-    last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
+    last = _status(config, task.name, variant, seed).checkpoint
 
     set_seed(seed)  # the classifier head and TISA parameters start from this seed
     model = _build_model(config, task, variant, tokenizer)
@@ -558,7 +568,7 @@ def _fine_tune(
         callbacks=list(callbacks),
         **extra,
     )
-    train_output = trainer.train(resume_from_checkpoint=True if last is not None else None)
+    train_output = trainer.train(resume_from_checkpoint=None if last is None else str(last))
 
     predictions, labels, eval_loss = {}, {}, {}
     for split in task.eval_splits:
@@ -584,7 +594,7 @@ def _fine_tune(
         "global_step": int(train_output.global_step),
         "train_loss": float(train_output.training_loss),
         "train_runtime_s": float(train_output.metrics.get("train_runtime", float("nan"))),
-        "resumed_from": None if last is None else Path(last).name,
+        "resumed_from": None if last is None else last.name,
         "settings": config.settings(variant),
     }
     del trainer, model
@@ -630,7 +640,7 @@ def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -
     plan = [(t, v, s) for t in config.tasks for v in config.variants for s in config.seeds]
 
     def done(t: str, v: str, s: int) -> bool:
-        return (run_dir(config.output_dir, t, v, s) / "result.json").is_file()
+        return _status(config, t, v, s).finished
 
     pending_tasks = [t for t in config.tasks if not all(done(*r) for r in plan if r[0] == t)]
     # load every pending task first, so missing data fails before hours of training

@@ -19,11 +19,12 @@ The run folder (``--output-dir``) holds::
     ti.jsonl               translation invariance at each checkpoint (absolute runs)
     results.json           final evaluation
 
-Checkpoints are atomic: each is written into ``.staging/`` and renamed to
-``checkpoint-<step>`` only when complete, so a folder with that name is always a finished
-checkpoint. ``--resume`` continues from the newest one; since masks are a function of
-(seed, epoch, block) and the Trainer restores the optimiser, scheduler, RNG and data
-position, a resumed run reaches the same weights and losses as an uninterrupted one.
+Checkpoints are atomic (:class:`tisa.checkpoints.AtomicCheckpoints`): each is written into
+``.staging/`` and renamed to ``checkpoint-<step>`` only when complete, so a folder with that
+name is always a finished checkpoint. ``--resume`` continues from the newest one; since
+masks are a function of (seed, epoch, block) and the Trainer restores the optimiser,
+scheduler, RNG and data position, a resumed run reaches the same weights and losses as an
+uninterrupted one.
 
 The same command runs data-parallel under ``torchrun --nproc_per_node N`` or
 ``accelerate launch`` (NCCL on GPUs, gloo on CPUs); ``--batch-size`` is per process.
@@ -37,7 +38,6 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 import sys
 import time
@@ -47,15 +47,15 @@ from pathlib import Path
 from typing import Any
 
 from tisa._validate import check_int
-from tisa.files import fsync_folder, fsync_tree, write_json
+from tisa.files import write_json
 
 __all__ = [
     "HELP",
     "PretrainConfig",
     "add_arguments",
     "config_from_args",
-    "find_checkpoint",
     "pretrain",
+    "pretrain_or_reuse",
     "run",
 ]
 
@@ -63,9 +63,6 @@ HELP = "Pretrain a masked language model with a chosen position scheme (absolute
 
 logger = logging.getLogger(__name__)
 
-#: Folder (inside the run folder) where checkpoints are written before being renamed.
-STAGING_DIR = ".staging"
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 #: Fields that must match when a run is resumed (they define the model and its data).
 _RESUME_KEYS = (
     "position",
@@ -95,7 +92,6 @@ _RUN_FILES = (
     "ti.jsonl",
     "results.json",
     "runs",
-    STAGING_DIR,
 )
 
 
@@ -258,46 +254,16 @@ def _choice(name: str, value: Any, choices: Sequence[str]) -> None:
 # ----------------------------------------------------------------------------- run folder
 
 
-def find_checkpoint(run_dir: str | os.PathLike[str]) -> Path | None:
-    """Newest complete ``checkpoint-<step>`` folder of a run (None when there is none).
-
-    Checkpoints written by :func:`pretrain` are complete by construction (renamed into
-    place when finished); folders from elsewhere are also checked for a trainer state
-    and model weights, and skipped with a warning when those are missing.
-    """
-    run = Path(run_dir)
-    if not run.is_dir():
-        return None
-    found = []
-    for child in run.iterdir():
-        m = _CHECKPOINT.match(child.name)
-        if m and child.is_dir():
-            found.append((int(m.group(1)), child))
-    for _, path in sorted(found, reverse=True):
-        weights = any(
-            (path / name).is_file() for name in ("model.safetensors", "pytorch_model.bin")
-        )
-        if (path / "trainer_state.json").is_file() and weights:
-            return path
-        logger.warning("skipping incomplete checkpoint %s", path)
-    return None
-
-
-def _checkpoint_step(path: Path) -> int:
-    state = json.loads((path / "trainer_state.json").read_text())
-    return int(state["global_step"])
-
-
 def _holds_run(run: Path) -> bool:
-    if not run.is_dir():
-        return False
-    return (run / "pretrain_config.json").exists() or any(
-        _CHECKPOINT.match(c.name) for c in run.iterdir()
-    )
+    from tisa.checkpoints import list_checkpoints
+
+    return (run / "pretrain_config.json").exists() or bool(list_checkpoints(run))
 
 
 def _resume_point(config: PretrainConfig, run: Path) -> Path | None:
     """Checks the run folder against the config; the checkpoint to resume from (or None)."""
+    from tisa.checkpoints import latest_checkpoint
+
     if config.resume is False:
         if _holds_run(run) and not config.overwrite:
             raise ValueError(
@@ -322,80 +288,7 @@ def _resume_point(config: PretrainConfig, run: Path) -> Path | None:
         if not ckpt.is_dir() or not (ckpt / "trainer_state.json").is_file():
             raise ValueError(f"resume: {config.resume!r} is not a checkpoint folder")
         return ckpt
-    return find_checkpoint(run)
-
-
-def _clear_run(run: Path) -> None:
-    for name in _RUN_FILES:
-        path = run / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-    for child in run.iterdir():
-        if _CHECKPOINT.match(child.name) and child.is_dir():
-            shutil.rmtree(child)
-
-
-# ----------------------------------------------------------------------------- trainer
-
-
-def _trainer_class():
-    """The Trainer subclass (built lazily: importing transformers.Trainer is slow)."""
-    from transformers import Trainer
-    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
-
-    class PretrainTrainer(Trainer):
-        """Trainer with atomic checkpoints and per-epoch masks (``set_epoch``).
-
-        Every checkpoint is first written to ``<output_dir>/.staging/checkpoint-<step>``
-        by all processes, then renamed into ``<output_dir>`` by the main process once
-        everything is on disk; checkpoint rotation runs after the rename.
-        """
-
-        _staging: str | None = None
-
-        def _get_output_dir(self, trial) -> str:
-            if self._staging is not None:
-                return self._staging
-            return super()._get_output_dir(trial)
-
-        def _save_checkpoint(self, model, trial) -> None:
-            run_dir = Trainer._get_output_dir(self, trial)
-            name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            staging = os.path.join(run_dir, STAGING_DIR)
-            staged = os.path.join(staging, name)
-            if self.args.should_save:
-                shutil.rmtree(staged, ignore_errors=True)
-                os.makedirs(staging, exist_ok=True)
-            self.accelerator.wait_for_everyone()
-            self._staging = staging
-            try:
-                super()._save_checkpoint(model, trial)
-            finally:
-                self._staging = None
-            self.accelerator.wait_for_everyone()
-            if self.args.should_save:
-                final = os.path.join(run_dir, name)
-                if os.path.isdir(final):  # the same step saved again after a resume
-                    shutil.rmtree(final)
-                fsync_tree(staged)
-                os.replace(staged, final)
-                fsync_folder(run_dir)
-                try:
-                    os.rmdir(staging)  # leaves nothing behind when it is empty
-                except OSError:
-                    pass
-                rotate_checkpoints(output_dir=run_dir, save_total_limit=self.args.save_total_limit)
-            self.accelerator.wait_for_everyone()
-
-        def _run_epoch(self, model, epoch, *args, **kwargs):
-            # New masks each epoch, reproducible on resume (see tisa.data.mlm.MaskedBlocks).
-            if hasattr(self.train_dataset, "set_epoch"):
-                self.train_dataset.set_epoch(int(epoch))
-            return super()._run_epoch(model, epoch, *args, **kwargs)
-
-    return PretrainTrainer
+    return latest_checkpoint(run)
 
 
 def _tensorboard_wanted(flag: bool | None) -> bool:
@@ -410,14 +303,31 @@ def _tensorboard_wanted(flag: bool | None) -> bool:
     return True
 
 
+def _tensorboard_callbacks(config: PretrainConfig, run: Path) -> list[Any]:
+    """TensorBoard logging into ``<run>/runs/<date>_<host>`` (the Trainer's own default
+    would follow ``output_dir``, which is the staging folder)."""
+    if not _tensorboard_wanted(config.tensorboard):
+        return []
+    from transformers.integrations import TensorBoardCallback
+    from transformers.integrations.integration_utils import default_logdir
+
+    callback = TensorBoardCallback()
+    if callback.logging_dir is None:  # TENSORBOARD_LOGGING_DIR, when set, wins
+        callback.logging_dir = str(run / default_logdir())
+    return [callback]
+
+
 def _training_arguments(config: PretrainConfig, run: Path):
     import torch
     from transformers import TrainingArguments
 
+    from tisa.checkpoints import staging_folder
+
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     warmup = config.warmup if config.warmup < 1 else int(config.warmup)
     return TrainingArguments(
-        output_dir=str(run),
+        # checkpoints are written there and renamed into the run (AtomicCheckpoints)
+        output_dir=str(staging_folder(run)),
         max_steps=config.max_steps,
         per_device_train_batch_size=config.batch_size,
         per_device_eval_batch_size=config.eval_batch_size or config.batch_size,
@@ -442,7 +352,7 @@ def _training_arguments(config: PretrainConfig, run: Path):
         dataloader_pin_memory=torch.cuda.is_available(),
         bf16=config.bf16,
         disable_tqdm=not config.progress,
-        report_to=["tensorboard"] if _tensorboard_wanted(config.tensorboard) else "none",
+        report_to="none",  # TensorBoard: _tensorboard_callbacks
         # Without GPUs, data parallelism (gloo) and bf16 autocast need the Trainer's CPU
         # mode; without it the processes would train side by side without synchronising.
         use_cpu=(distributed or config.bf16) and not torch.cuda.is_available(),
@@ -500,11 +410,17 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
         ValueError: bad configuration, a run folder in the way, a corpus too small for
             one batch, or an unreadable tokenizer / corpus.
     """
-    from transformers import set_seed
+    from transformers import Trainer, set_seed
 
+    from tisa.checkpoints import AtomicCheckpoints, clear_run, staging_folder, trainer_step
     from tisa.data.corpus import load_corpus
     from tisa.data.mlm import MaskedBlocks, build_blocks, collate_blocks, masked_eval_dataset
-    from tisa.train.callbacks import MetricsCallback, TranslationInvarianceCallback, truncate_after
+    from tisa.train.callbacks import (
+        EpochCallback,
+        MetricsCallback,
+        TranslationInvarianceCallback,
+        truncate_after,
+    )
     from tisa.train.models import build_model, has_absolute_positions, positional_parameter_counts
 
     if not isinstance(config, PretrainConfig):
@@ -515,11 +431,11 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
     with args.main_process_first(desc="preparing the run folder"):
         if args.process_index == 0:
             if config.overwrite and run.is_dir():
-                _clear_run(run)
+                clear_run(run, _RUN_FILES)
             run.mkdir(parents=True, exist_ok=True)
-            shutil.rmtree(run / STAGING_DIR, ignore_errors=True)
+            shutil.rmtree(staging_folder(run), ignore_errors=True)  # remains of a crash
             if config.resume is not False:
-                truncate_after(run, _checkpoint_step(checkpoint) if checkpoint else 0)
+                truncate_after(run, trainer_step(checkpoint) if checkpoint else 0)
 
     corpus = load_corpus(
         dataset=config.dataset,
@@ -594,10 +510,15 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
     if args.process_index == 0:
         write_json(run / "pretrain_config.json", facts)
 
-    trainer_callbacks = [MetricsCallback(run, tokens_per_step)]
+    trainer_callbacks = [
+        AtomicCheckpoints(run),
+        EpochCallback(train_data),
+        MetricsCallback(run, tokens_per_step),
+        *_tensorboard_callbacks(config, run),
+    ]
     if facts["absolute_positions"]:
         trainer_callbacks.append(TranslationInvarianceCallback(run, config.seq_len))
-    trainer = _trainer_class()(
+    trainer = Trainer(
         model=model,
         args=args,
         train_dataset=train_data,
@@ -631,6 +552,42 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
         )
     trainer.accelerator.wait_for_everyone()
     return run
+
+
+def pretrain_or_reuse(config: PretrainConfig, *, must_match: Sequence[str] = ()) -> Path:
+    """A finished run in ``config.output_dir`` as it is, or the run trained to the end.
+
+    A finished run (its ``model/`` is there) is reused; an interrupted one resumes from
+    its newest complete checkpoint; anything else in the folder is started over. This is
+    what the demo and the benchmarks do with their fixed run folders. ``config.resume``
+    and ``config.overwrite`` are chosen here.
+
+    Args:
+        config: the run's settings.
+        must_match: settings a finished run must have been trained with to be reused
+            (e.g. ``("max_steps", "seq_len")``).
+
+    Raises:
+        ValueError: a finished run trained with other ``must_match`` settings.
+    """
+    from tisa.checkpoints import run_status
+
+    run = Path(config.output_dir)
+    status = run_status(run, finished="model")
+    if status.action == "reuse":
+        trained = json.loads((run / "pretrain_config.json").read_text())["config"]
+        changed = [k for k in must_match if trained.get(k) != getattr(config, k)]
+        if changed:
+            there = ", ".join(f"{k}={trained.get(k)!r}" for k in changed)
+            wanted = ", ".join(f"{k}={getattr(config, k)!r}" for k in changed)
+            raise ValueError(
+                f"{run} holds a finished run with {there}; use another output folder for {wanted}"
+            )
+        return run
+    resume = status.action == "resume"
+    return pretrain(
+        dataclasses.replace(config, resume=resume, overwrite=status.started and not resume)
+    )
 
 
 # ----------------------------------------------------------------------------- CLI
