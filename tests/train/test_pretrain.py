@@ -15,16 +15,16 @@ import pytest
 import torch
 from transformers import AlbertForMaskedLM, AutoModelForMaskedLM, BertForMaskedLM
 
+from tisa.analysis.extract import has_absolute_positions
 from tisa.checkpoints import latest_checkpoint
 from tisa.files import read_jsonl
+from tisa.hf import positional_parameters
 from tisa.train.models import (
     POSITIONS,
     build_config,
     build_model,
-    has_absolute_positions,
     load_masked_lm,
     masked_lm_forward,
-    positional_parameter_counts,
 )
 from tisa.train.pretrain import PretrainConfig, pretrain, pretrain_or_reuse
 
@@ -109,7 +109,7 @@ def test_saved_model_reloads_with_auto_classes(tmp_path):
 @pytest.mark.parametrize("position", POSITIONS)
 def test_every_position_scheme_trains(position):
     model = build_model(size="tiny", position=position, vocab_size=60, max_positions=16, seed=0)
-    counts = positional_parameter_counts(model)
+    counts = positional_parameters(model)
     absolute = position in ("absolute", "absolute+tisa")
     assert has_absolute_positions(model) == absolute
     assert (counts["absolute"] > 0) == absolute

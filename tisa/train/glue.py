@@ -443,36 +443,13 @@ def _encode(
     )
 
 
-def _import_tisa_hf() -> Any | None:
-    """``tisa.hf`` if it is installed with its API, else ``None``."""
-    try:
-        import tisa.hf as tisa_hf
-    except ModuleNotFoundError as err:
-        if err.name is not None and "tisa.hf".startswith(err.name):
-            return None
-        raise
-    return tisa_hf if hasattr(tisa_hf, "add_tisa") else None
-
-
-def _positional_parameters(model: PreTrainedModel) -> dict[str, int]:
-    tisa_hf = _import_tisa_hf()
-    if tisa_hf is not None:
-        return {k: int(v) for k, v in tisa_hf.positional_parameters(model).items()}
-    # without tisa.hf: a stock model, whose only positional parameters are its tables
-    absolute = sum(
-        p.numel()
-        for n, p in model.named_parameters()
-        if "position_embeddings" in n or n.endswith("wpe.weight")
-    )
-    return {"absolute": absolute, "tisa": 0, "total": absolute}
-
-
 def _build_model(
     config: GlueConfig, task: GlueTask, variant: str, tokenizer: PreTrainedTokenizerBase
 ) -> PreTrainedModel:
     from transformers import AutoModelForSequenceClassification
 
-    tisa_hf = _import_tisa_hf()  # registers TISA models with the Auto classes
+    import tisa.hf  # registers TISA models with the Auto classes
+
     kwargs: dict[str, Any] = {
         "num_labels": task.num_labels,
         "problem_type": "regression" if task.is_regression else "single_label_classification",
@@ -486,15 +463,12 @@ def _build_model(
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     if variant != "none":
-        if tisa_hf is None:
-            raise RuntimeError(
-                f"variant {variant!r} needs tisa.hf (add_tisa), which is not available"
-            )
-        tisa_hf.add_tisa(
+        kernels = config.num_kernels if tisa.hf.takes_num_kernels(config.scoring) else None
+        tisa.hf.add_tisa(
             model,
-            scoring=config.scoring,
-            num_kernels=config.num_kernels,
-            position_embeddings=variant,
+            tisa.hf.TisaSettings(
+                scoring=config.scoring, num_kernels=kernels, position_embeddings=variant
+            ),
             start=config.tisa_start,
         )
     return model
@@ -528,7 +502,7 @@ def _fine_tune(
     from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
 
     from tisa.data.glue import compute_metrics
-    from tisa.hf import TisaTrainer, scoring_movement, scoring_snapshot
+    from tisa.hf import TisaTrainer, positional_parameters, scoring_movement, scoring_snapshot
 
     folder = run_dir(config.output_dir, task.name, variant, seed)
     checkpoints = folder / "checkpoints"
@@ -536,7 +510,7 @@ def _fine_tune(
 
     set_seed(seed)  # the classifier head and TISA parameters start from this seed
     model = _build_model(config, task, variant, tokenizer)
-    positional = _positional_parameters(model)
+    positional = positional_parameters(model)
     start = scoring_snapshot(model)  # taken before a resume loads trained values
     args = TrainingArguments(
         output_dir=str(checkpoints),
@@ -648,7 +622,8 @@ def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -
         data = {t: _load_task(config, t) for t in pending_tasks}
     tokenizer = None
     if pending_tasks:
-        _import_tisa_hf()  # lets AutoTokenizer / Auto models read saved TISA models
+        import tisa.hf  # noqa: F401  (AutoTokenizer / Auto models read saved TISA models)
+
         _check_max_length(config)
         tokenizer = AutoTokenizer.from_pretrained(config.model)
         if tokenizer.pad_token is None:  # e.g. GPT-2: pad with the end-of-text token

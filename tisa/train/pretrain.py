@@ -412,16 +412,18 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
     """
     from transformers import Trainer, set_seed
 
+    from tisa.analysis.extract import has_absolute_positions
     from tisa.checkpoints import AtomicCheckpoints, clear_run, staging_folder, trainer_step
     from tisa.data.corpus import load_corpus
     from tisa.data.mlm import MaskedBlocks, build_blocks, collate_blocks, masked_eval_dataset
+    from tisa.hf import positional_parameters
     from tisa.train.callbacks import (
         EpochCallback,
         MetricsCallback,
         TranslationInvarianceCallback,
         truncate_after,
     )
-    from tisa.train.models import build_model, has_absolute_positions, positional_parameter_counts
+    from tisa.train.models import build_model
 
     if not isinstance(config, PretrainConfig):
         raise ValueError(f"config must be a PretrainConfig, got {type(config).__name__}")
@@ -500,7 +502,7 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
         "vocab_size": len(tokenizer),
         "tokenizer_source": tokenizer_source,
         "num_parameters": sum(p.numel() for p in model.parameters()),
-        "positional_parameters": positional_parameter_counts(model),
+        "positional_parameters": positional_parameters(model),
         "absolute_positions": has_absolute_positions(model),
         "world_size": args.world_size,
         "tokens_per_step": tokens_per_step,
