@@ -252,8 +252,8 @@ def run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool = True) ->
 
 def format_table(rows: list[dict]) -> str:
     """A Markdown table of benchmark rows."""
-    head = "| pass | L | variant | time / baseline | peak memory | memory / baseline |\n"
-    head += "|---|---:|---|---:|---:|---:|\n"
+    from tisa.reports.markdown import markdown_table
+
     lines = []
     for r in rows:
         mem = "n/a" if r["peak_bytes"] is None else _fmt_bytes(r["peak_bytes"])
@@ -264,10 +264,10 @@ def format_table(rows: list[dict]) -> str:
             else ""
         )
         lines.append(
-            f"| {r['pass']} | {r['length']} | {r['variant']} | {r['time_ratio']:.2f}x{extra} "
-            f"| {mem} | {mratio} |"
+            [r["pass"], r["length"], r["variant"], f"{r['time_ratio']:.2f}x{extra}", mem, mratio]
         )
-    return head + "\n".join(lines) + "\n"
+    columns = ["pass", "L", "variant", "time / baseline", "peak memory", "memory / baseline"]
+    return markdown_table(columns, lines, align="lrlrrr")
 
 
 def _fmt_bytes(n: int) -> str:

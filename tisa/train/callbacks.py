@@ -197,20 +197,17 @@ class TranslationInvarianceCallback(TrainerCallback):
 
     def measure(self, model) -> dict[str, Any] | None:
         """TI values of ``model`` (None when it has no absolute position embeddings)."""
-        from tisa.analysis import extract, metrics
+        from tisa.analysis import extract
 
         if not extract.has_absolute_positions(model):
             return None
         terms = extract.extract(model, max_positions=self.max_positions)
-        # a causal model never uses the upper triangle of F_P: measure what it attends to
-        heads = metrics.translation_invariance(terms.fp_raw, causal=terms.causal)  # (H,)
+        ti = terms.translation_invariance()
         return {
-            "ti_gram": float(metrics.translation_invariance(terms.gram)),
-            "ti_fp_raw": float(heads.mean()),
-            "ti_fp_ln": float(
-                metrics.translation_invariance(terms.fp_ln, causal=terms.causal).mean()
-            ),
-            "ti_fp_raw_heads": [float(v) for v in heads],
+            "ti_gram": ti.gram,
+            "ti_fp_raw": ti.fp_raw_mean,
+            "ti_fp_ln": ti.fp_ln_mean,
+            "ti_fp_raw_heads": [float(v) for v in ti.fp_raw],
             "positions": int(terms.position.shape[0]),
         }
 

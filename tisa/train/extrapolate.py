@@ -189,23 +189,27 @@ class ExtrapolationResults:
 
     def to_markdown(self) -> str:
         """Runs x lengths table of "loss (perplexity)" cells, n/a where not applicable."""
+        from tisa.reports.markdown import markdown_table
+
         lengths = self.config.lengths
-        head = "| run | train length | " + " | ".join(str(n) for n in lengths) + " |"
-        rule = "|---|---:|" + "---:|" * len(lengths)
-        lines = [
-            "Masked-LM loss in nats (perplexity) by evaluation length.",
-            "",
-            head,
-            rule,
+        rows = [
+            [
+                info.label,
+                "?" if info.train_seq_len is None else info.train_seq_len,
+                *(self.row(info.label, n).cell() for n in lengths),
+            ]
+            for info in self.runs
         ]
-        for info in self.runs:
-            cells = [self.row(info.label, n).cell() for n in lengths]
-            train = "?" if info.train_seq_len is None else str(info.train_seq_len)
-            lines.append(f"| {info.label} | {train} | " + " | ".join(cells) + " |")
+        table = markdown_table(
+            ["run", "train length", *map(str, lengths)], rows, align="lr" + "r" * len(lengths)
+        )
+        text = "Masked-LM loss in nats (perplexity) by evaluation length.\n\n" + table
         notes = [r for r in self.rows if r.reason]
         if notes:
-            lines += ["", *(f"- {r.run} @ {r.length}: {r.status}, {r.reason}" for r in notes)]
-        return "\n".join(lines) + "\n"
+            text += "\n" + "".join(
+                f"- {r.run} @ {r.length}: {r.status}, {r.reason}\n" for r in notes
+            )
+        return text
 
     def to_csv(self) -> str:
         """One line per run and length."""
@@ -480,7 +484,8 @@ def write_outputs(results: ExtrapolationResults, output_dir: str | os.PathLike[s
     """Writes extrapolation.{md,csv,json,png} into ``output_dir``; returns the folder."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    from tisa.plots import extrapolation_curves, figure_png
+    from tisa.reports.charts import extrapolation_curves
+    from tisa.reports.figures import save_figure
 
     write_atomic(out / "extrapolation.md", results.to_markdown())
     write_atomic(out / "extrapolation.csv", results.to_csv())
@@ -495,7 +500,7 @@ def write_outputs(results: ExtrapolationResults, output_dir: str | os.PathLike[s
     }
     train_lengths = {info.label: info.train_seq_len for info in results.runs}
     figure = extrapolation_curves(curves, results.config.lengths, train_lengths)
-    write_atomic(out / "extrapolation.png", figure_png(figure, dpi=120))
+    save_figure(figure, out / "extrapolation.png", dpi=120)
     return out
 
 

@@ -813,13 +813,12 @@ def _pct(value: float, digits: int = 2) -> str:
 
 
 def summary_markdown(summary: Sequence[dict[str, Any]]) -> str:
-    """The summary as a Markdown table (scores and metrics x 100)."""
+    """The summary as a Markdown table (scores and metrics x 100), and with several
+    variants the paired comparison over seeds."""
+    from tisa.reports.markdown import markdown_table
+
     baseline = summary[0]["baseline"] if summary else "none"
-    lines = [
-        "| task | variant | seeds | metrics (median) | score (median) | min - max "
-        f"| positional params (absolute / TISA / total) | rel. error reduction vs {baseline} |",
-        "|---|---|---|---|---:|---|---:|---:|",
-    ]
+    rows = []
     for r in summary:
         metrics = ", ".join(f"{k} {_pct(v)}" for k, v in r["metrics"].items()) or "GLUE average"
         spread = (
@@ -827,34 +826,51 @@ def summary_markdown(summary: Sequence[dict[str, Any]]) -> str:
         )
         pos = r["positional_parameters"]
         rer = r["relative_error_reduction"]
-        lines.append(
-            f"| {r['task']} | {r['variant']} | {len(r['seeds'])} | {metrics} | "
-            f"{_pct(r['score'])} | {spread} | "
-            f"{pos['absolute']:,} / {pos['tisa']:,} / {pos['total']:,} | "
-            f"{'-' if math.isnan(rer) else f'{100 * rer:+.1f}%'} |"
+        rows.append(
+            [
+                r["task"],
+                r["variant"],
+                len(r["seeds"]),
+                metrics,
+                _pct(r["score"]),
+                spread,
+                f"{pos['absolute']:,} / {pos['tisa']:,} / {pos['total']:,}",
+                "-" if math.isnan(rer) else f"{100 * rer:+.1f}%",
+            ]
         )
+    columns = ["task", "variant", "seeds", "metrics (median)", "score (median)", "min - max"]
+    columns += [
+        "positional params (absolute / TISA / total)",
+        f"rel. error reduction vs {baseline}",
+    ]
+    text = markdown_table(columns, rows, align="llllrlrr")
     paired = [r for r in summary if r.get("paired")]
-    if paired:
-        lines += [
-            "",
-            f"Paired over seeds against {baseline} (difference of scores x 100; same seed = "
-            "same data order and head initialisation):",
-            "",
-            "| task | variant | pairs | mean diff [95% CI] | median diff | wins / losses "
-            "| sign test p | median rel. error reduction |",
-            "|---|---|---:|---|---:|---:|---:|---:|",
-        ]
-        for r in paired:
-            p = r["paired"]
-            lo, hi = p["ci95"]
-            ci = "" if math.isnan(lo) else f" [{100 * lo:+.2f}, {100 * hi:+.2f}]"
-            sign = "n/a" if math.isnan(p["sign_test_p"]) else f"{p['sign_test_p']:.3g}"
-            med = "n/a" if math.isnan(p["median_rer"]) else f"{100 * p['median_rer']:+.1f}%"
-            lines.append(
-                f"| {r['task']} | {r['variant']} | {p['n']} | {100 * p['mean_diff']:+.2f}{ci} | "
-                f"{100 * p['median_diff']:+.2f} | {p['wins']} / {p['losses']} | {sign} | {med} |"
-            )
-    return "\n".join(lines) + "\n"
+    if not paired:
+        return text
+    rows = []
+    for r in paired:
+        p = r["paired"]
+        lo, hi = p["ci95"]
+        ci = "" if math.isnan(lo) else f" [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+        rows.append(
+            [
+                r["task"],
+                r["variant"],
+                p["n"],
+                f"{100 * p['mean_diff']:+.2f}{ci}",
+                f"{100 * p['median_diff']:+.2f}",
+                f"{p['wins']} / {p['losses']}",
+                "n/a" if math.isnan(p["sign_test_p"]) else f"{p['sign_test_p']:.3g}",
+                "n/a" if math.isnan(p["median_rer"]) else f"{100 * p['median_rer']:+.1f}%",
+            ]
+        )
+    columns = ["task", "variant", "pairs", "mean diff [95% CI]", "median diff"]
+    columns += ["wins / losses", "sign test p", "median rel. error reduction"]
+    return (
+        text + f"\nPaired over seeds against {baseline} (difference of scores x 100; same seed = "
+        "same data order and head initialisation):\n\n"
+        + markdown_table(columns, rows, align="llrlrrrr")
+    )
 
 
 def _summary_csv(summary: Sequence[dict[str, Any]]) -> str:
@@ -913,9 +929,10 @@ def _write_tables(config: GlueConfig, runs: Sequence[dict[str, Any]]) -> dict[st
     write_json(files["json"], {"summary": summary, "runs": list(runs)})
     if config.plot and summary:
         files["plot"] = out / "results.png"
-        from tisa.plots import figure_png, glue_results
+        from tisa.reports.charts import glue_results
+        from tisa.reports.figures import save_figure
 
-        write_atomic(files["plot"], figure_png(glue_results(summary), dpi=120))
+        save_figure(glue_results(summary), files["plot"], dpi=120)
     return files
 
 

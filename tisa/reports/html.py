@@ -2,7 +2,7 @@
 
 Generic building blocks, usable by any command that wants a report::
 
-    from tisa.report import Image, Section, Table, write_report
+    from tisa.reports.html import Image, Section, Table, write_report
 
     write_report(
         "out/report.html",
