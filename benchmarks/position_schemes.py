@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from tisa.analysis.training import read_ti_log
     from tisa.checkpoints import run_status
+    from tisa.evaluation.extrapolation import extrapolate
     from tisa.files import read_jsonl, write_atomic, write_json
-    from tisa.train.extrapolate import extrapolate
     from tisa.train.pretrain import PretrainConfig, pretrain_or_reuse
 
     runs: dict[str, Path] = {}

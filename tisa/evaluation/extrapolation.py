@@ -25,7 +25,6 @@ its tokenizer.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import hashlib
@@ -34,9 +33,8 @@ import json
 import logging
 import math
 import os
-import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,18 +42,14 @@ from tisa._validate import check_int
 from tisa.files import write_atomic, write_json
 
 __all__ = [
-    "HELP",
     "ExtrapolateConfig",
     "ExtrapolationResults",
     "ExtrapolationRow",
     "RunInfo",
-    "add_arguments",
     "extrapolate",
+    "extrapolate_config",
     "resolve_run",
-    "run",
 ]
-
-HELP = "Masked-LM loss of pretrained runs at sequence lengths beyond (or within) training."
 
 logger = logging.getLogger(__name__)
 
@@ -76,11 +70,11 @@ class ExtrapolateConfig:
         mlm_probability: share of positions masked.
         batch_tokens: tokens per forward pass (the batch is max(1, batch_tokens // L)).
         output_dir: folder for the table and plot; None writes nothing.
-        device: ``"cpu"``, ``"cuda"``, ...; None picks CUDA when available.
+        device: torch device (cpu, cuda, ...); default: CUDA when available.
         progress: show progress bars.
     """
 
-    runs: tuple[str, ...]
+    runs: tuple[str, ...] = field(metadata={"cli": {"positional": True, "metavar": "RUN"}})
     lengths: tuple[int, ...] = DEFAULT_LENGTHS
     eval_file: str | None = None
     max_tokens: int = 65536
@@ -310,7 +304,7 @@ def _evaluate_length(model, blocks, tokenizer, config: ExtrapolateConfig, device
     from tqdm.auto import tqdm
 
     from tisa.data.mlm import mask_blocks
-    from tisa.train.models import masked_lm_forward
+    from tisa.train.masked_lm import masked_lm_forward
 
     inputs, labels = mask_blocks(
         blocks, tokenizer, seed=config.mask_seed, mlm_probability=config.mlm_probability
@@ -395,7 +389,7 @@ def extrapolate_config(config: ExtrapolateConfig) -> ExtrapolationResults:
     from tisa.data.corpus import load_texts
     from tisa.data.mlm import block_content_length, build_blocks, token_stream
     from tisa.data.tokenizer import load_tokenizer
-    from tisa.train.models import load_masked_lm
+    from tisa.train.masked_lm import load_masked_lm
 
     infos = [resolve_run(p, label) for p, label in zip(config.runs, _labels(config.runs))]
     texts = load_texts(config.eval_file)
@@ -502,51 +496,3 @@ def write_outputs(results: ExtrapolationResults, output_dir: str | os.PathLike[s
     figure = extrapolation_curves(curves, results.config.lengths, train_lengths)
     save_figure(figure, out / "extrapolation.png", dpi=120)
     return out
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds the ``tisa extrapolate`` options to ``parser``."""
-    parser.add_argument("runs", nargs="+", metavar="RUN", help="run folders or model folders")
-    parser.add_argument(
-        "--lengths",
-        nargs="+",
-        type=int,
-        default=list(DEFAULT_LENGTHS),
-        help="evaluation lengths (default %(default)s)",
-    )
-    parser.add_argument("--eval-file", default=None, help="plain text (default: PTB test)")
-    parser.add_argument(
-        "--max-tokens", type=int, default=65536, help="text tokens per run and length"
-    )
-    parser.add_argument("--mask-seed", type=int, default=0, help="seed of the evaluation masks")
-    parser.add_argument("--mlm-probability", type=float, default=0.15)
-    parser.add_argument("--batch-tokens", type=int, default=16384, help="tokens per forward pass")
-    parser.add_argument("--output-dir", default="extrapolation", help="where results go")
-    parser.add_argument("--device", default=None, help="torch device (default: cuda if any)")
-    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
-
-
-def run(args: argparse.Namespace) -> int:
-    """``tisa extrapolate``: 0 on success, 1 when a run failed at a length, 2 on bad input."""
-    try:
-        results = extrapolate(
-            args.runs,
-            args.lengths,
-            eval_file=args.eval_file,
-            max_tokens=args.max_tokens,
-            mask_seed=args.mask_seed,
-            mlm_probability=args.mlm_probability,
-            batch_tokens=args.batch_tokens,
-            output_dir=args.output_dir,
-            device=args.device,
-            progress=not args.no_progress,
-        )
-    except ValueError as err:
-        print(f"tisa extrapolate: error: {err}", file=sys.stderr)
-        return 2
-    print(results.to_markdown())
-    print(f"written to {args.output_dir}/extrapolation.{{md,csv,json,png}}")
-    return 1 if results.has_errors else 0
