@@ -41,7 +41,7 @@ class DemoConfig:
         glue_steps: fine-tuning steps of the small GLUE run (0 skips it).
     """
 
-    output_dir: str = "tisa-demo"
+    output_dir: str = "runs/demo"
     seed: int = 0
     pretrain_steps: int = 150
     glue_steps: int = 40

@@ -81,7 +81,7 @@ class ExtrapolateConfig:
     mask_seed: int = 0
     mlm_probability: float = 0.15
     batch_tokens: int = 16384
-    output_dir: str | None = "extrapolation"
+    output_dir: str | None = "runs/extrapolate"
     device: str | None = None
     progress: bool = True
 
@@ -341,7 +341,7 @@ def extrapolate(
     mask_seed: int = 0,
     mlm_probability: float = 0.15,
     batch_tokens: int = 16384,
-    output_dir: str | os.PathLike[str] | None = "extrapolation",
+    output_dir: str | os.PathLike[str] | None = "runs/extrapolate",
     device: str | None = None,
     progress: bool = True,
 ) -> ExtrapolationResults:

@@ -140,7 +140,7 @@ class GlueConfig:
     )
     variants: tuple[Variant, ...] = field(default=("none",), metadata={"cli": {"flag": "--tisa"}})
     seeds: tuple[int, ...] = (1, 2, 3)
-    output_dir: str = "glue_runs"
+    output_dir: str = "runs/glue"
     epochs: float = 3.0
     max_steps: int | None = None
     batch_size: int = 32
