@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -292,3 +293,14 @@ def test_pretrain_or_reuse_reuses_a_finished_run(tiny_run):
     longer = PretrainConfig(output_dir=str(tiny_run), max_steps=60, **TINY)
     with pytest.raises(ValueError, match="max_steps=6; use another output folder"):
         pretrain_or_reuse(longer, must_match=("max_steps",))
+
+
+def test_tensorboard_logs_go_to_the_run_folder(tmp_path):
+    """The Trainer's output_dir is the staging folder; TensorBoard still logs under runs/."""
+    pytest.importorskip("tensorboard")
+    from tisa.train.pretrain import _tensorboard_callbacks
+
+    config = PretrainConfig(output_dir=str(tmp_path), tensorboard=True)
+    (callback,) = _tensorboard_callbacks(config, tmp_path)
+    assert Path(callback.logging_dir).parent == tmp_path / "runs"
+    assert _tensorboard_callbacks(dataclasses.replace(config, tensorboard=False), tmp_path) == []
