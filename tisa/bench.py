@@ -15,7 +15,6 @@ allocation into page faults and would penalise allocation-heavy variants.
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import gc
 import re
@@ -29,10 +28,8 @@ import torch.nn.functional as F
 
 from tisa import bias as bias_lib
 from tisa import scoring
+from tisa._validate import check_int
 from tisa.attention import attention
-
-HELP = "Run the attention benchmark (ratios against SDPA without positional bias)."
-
 
 # ------------------------------------------------------------------ measurement
 
@@ -126,18 +123,38 @@ def _x_transformers_biases(heads: int):
     }
 
 
-@dataclass
+@dataclass(frozen=True)
 class AttentionBenchConfig:
-    """Sizes of the attention benchmark (defaults: the full benchmark)."""
+    """Sizes of the attention benchmark (defaults: the full benchmark; validated).
+
+    Attributes:
+        lengths: sequence lengths timed forward and backward (and forward only).
+        forward_only_lengths: further lengths timed forward only.
+        batch: batch size B.
+        heads: attention heads H.
+        head_dim: head size D.
+        repeats: timed repetitions per variant (the median counts).
+        seed: seed of the inputs and the RBF scorer.
+        variants: variants to run besides the baseline (default: all).
+    """
 
     lengths: tuple[int, ...] = (128, 512, 2048)
-    forward_only_lengths: tuple[int, ...] = (8192,)
+    forward_only_lengths: tuple[int, ...] = field(default=(8192,), metadata={"cli": {"nargs": "*"}})
     batch: int = 8
     heads: int = 12
     head_dim: int = 64
     repeats: int = 3
     seed: int = 0
-    variants: tuple[str, ...] = field(default=())  # empty: all
+    variants: tuple[str, ...] = field(default=(), metadata={"cli": {"nargs": "*"}})
+
+    def __post_init__(self) -> None:
+        for name in ("lengths", "forward_only_lengths", "variants"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name in ("batch", "heads", "head_dim", "repeats"):
+            check_int(getattr(self, name), name)
+        check_int(self.seed, "seed", minimum=0)
+        for length in (*self.lengths, *self.forward_only_lengths):
+            check_int(length, "lengths", minimum=1)
 
 
 def _variants(cfg: AttentionBenchConfig, length: int, backward: bool):
@@ -252,8 +269,8 @@ def run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool = True) ->
 
 def format_table(rows: list[dict]) -> str:
     """A Markdown table of benchmark rows."""
-    head = "| pass | L | variant | time / baseline | peak memory | memory / baseline |\n"
-    head += "|---|---:|---|---:|---:|---:|\n"
+    from tisa.reports.markdown import markdown_table
+
     lines = []
     for r in rows:
         mem = "n/a" if r["peak_bytes"] is None else _fmt_bytes(r["peak_bytes"])
@@ -264,10 +281,10 @@ def format_table(rows: list[dict]) -> str:
             else ""
         )
         lines.append(
-            f"| {r['pass']} | {r['length']} | {r['variant']} | {r['time_ratio']:.2f}x{extra} "
-            f"| {mem} | {mratio} |"
+            [r["pass"], r["length"], r["variant"], f"{r['time_ratio']:.2f}x{extra}", mem, mratio]
         )
-    return head + "\n".join(lines) + "\n"
+    columns = ["pass", "L", "variant", "time / baseline", "peak memory", "memory / baseline"]
+    return markdown_table(columns, lines, align="lrlrrr")
 
 
 def _fmt_bytes(n: int) -> str:
@@ -276,46 +293,3 @@ def _fmt_bytes(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
-
-
-# ------------------------------------------------------------------------ CLI
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("which", choices=["attention"], help="benchmark to run")
-    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512, 2048])
-    parser.add_argument("--forward-only-lengths", type=int, nargs="*", default=[8192])
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--head-dim", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--output", default=None, help="also write the Markdown table here")
-
-
-def run(args: argparse.Namespace) -> int:
-    for name in ("batch", "heads", "head_dim", "repeats"):
-        if getattr(args, name) < 1:
-            raise SystemExit(f"tisa bench: --{name.replace('_', '-')} must be >= 1")
-    if any(n < 1 for n in [*args.lengths, *args.forward_only_lengths]):
-        raise SystemExit("tisa bench: every length must be >= 1")
-    cfg = AttentionBenchConfig(
-        lengths=tuple(args.lengths),
-        forward_only_lengths=tuple(args.forward_only_lengths),
-        batch=args.batch,
-        heads=args.heads,
-        head_dim=args.head_dim,
-        repeats=args.repeats,
-    )
-    rows = run_attention_benchmark(cfg)
-    table = format_table(rows)
-    print(
-        f"B={cfg.batch}, H={cfg.heads}, D={cfg.head_dim}, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads; ratios against SDPA without bias, same process"
-    )
-    print(table)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(table)
-    if rows and not rows[0].get("memory_exact", False):
-        print("note: not glibc; peak memory may be under-reported (freed memory is reused)")
-    return 0

@@ -134,3 +134,21 @@ def test_bad_settings_and_outputs(tiny_bert, texts, tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert err.startswith("tisa convert: error: model:") and "Traceback" not in err
+
+
+def test_command_line_defaults_are_the_configs():
+    from tisa.cli import build_parser
+    from tisa.cli.args import config_from_args
+
+    def parsed(*argv):
+        args = build_parser("convert").parse_args(["convert", *argv])
+        return config_from_args(
+            ConvertConfig, args, distill=config_from_args(DistillSettings, args)
+        )
+
+    assert parsed("m") == ConvertConfig(model="m")
+    custom = parsed("m", "--fold-positions", "none", "--steps", "7", "--train", "scoring")
+    assert custom.fold_positions is None
+    assert custom.distill == DistillSettings(steps=7, train="scoring")
+    with pytest.raises(ValueError, match="fold_positions: expected an integer or 'none'"):
+        parsed("m", "--fold-positions", "many")

@@ -38,7 +38,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -48,12 +48,25 @@ from tisa.convert.distill import DistillSettings
 __all__ = ["ConvertConfig", "ConvertResult", "convert"]
 
 
+def _optional_int(value: int | str | None) -> int | None:
+    """``--fold-positions``: a number, or ``none``."""
+    if value is None or isinstance(value, int):
+        return value
+    if value.strip().lower() == "none":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"fold_positions: expected an integer or 'none', got {value!r}") from None
+
+
 @dataclass(frozen=True)
 class ConvertConfig:
     """What ``tisa convert`` does (plain data; validated on construction).
 
     Attributes:
-        model: HF model id or local folder of a BERT-family model with absolute positions.
+        model: HF model id or local folder of a BERT-family model with absolute positions
+            (BERT, RoBERTa, ALBERT, ELECTRA).
         output_dir: the run folder.
         num_kernels: RBF kernels per head S.
         fit_layers: which layers' scorers are fitted before distillation: ``"all"``
@@ -63,7 +76,8 @@ class ConvertConfig:
             embeddings (None: fold nothing).
         fit_length: tokens per text block for measuring the attention profiles.
         fit_blocks: number of blocks.
-        distill: the distillation settings (``steps=0`` skips distillation).
+        distill: the distillation settings (``steps=0`` skips distillation; its seed is
+            the seed of the whole conversion).
         eval_texts: Penn Treebank test sentences for the fidelity figure.
         lengths: input lengths beyond the table to run the converted model on.
         glue_dir: classic glue_data folder for STS-B dev (default: found like ``tisa glue``
@@ -73,26 +87,28 @@ class ConvertConfig:
             of the Penn Treebank training set.
         eval_file: plain text for the fidelity and long-input figures instead of the Penn
             Treebank test set.
-        seed: seed of everything random (blocks, sampler).
         overwrite: redo a finished conversion in ``output_dir``.
-        progress: progress bars.
+        progress: show progress bars.
     """
 
-    model: str
+    model: str = field(metadata={"cli": {"positional": True}})
     output_dir: str = "runs/convert"
     num_kernels: int = 5
-    fit_layers: str = "all"
-    fold_positions: int | None = 128
+    fit_layers: Literal["all", "first", "none"] = "all"
+    fold_positions: int | None = field(
+        default=128, metadata={"cli": {"type": str, "parse": _optional_int, "metavar": "N|none"}}
+    )
     fit_length: int = 256
     fit_blocks: int = 16
-    distill: DistillSettings = field(default_factory=DistillSettings)
+    distill: DistillSettings = field(
+        default_factory=DistillSettings, metadata={"cli": {"skip": True}}
+    )
     eval_texts: int = 1000
     lengths: tuple[int, ...] = (1024, 2048, 4096)
     glue_dir: str | None = None
     max_sts_pairs: int | None = None
     train_file: str | None = None
     eval_file: str | None = None
-    seed: int = 0
     overwrite: bool = False
     progress: bool = True
 
@@ -189,18 +205,6 @@ def _load_fit(path: Path, settings: dict[str, Any]):
     return saved
 
 
-def _positional(model) -> dict[str, int]:
-    import tisa.hf
-
-    if tisa.hf.is_tisa(model):
-        return tisa.hf.positional_parameters(model)
-    from tisa.analysis.extract import position_embeddings
-
-    table = getattr(getattr(model, "embeddings", None), "position_embeddings", None)
-    absolute = table.weight.numel() if table is not None else position_embeddings(model).numel()
-    return {"absolute": absolute, "tisa": 0, "total": absolute}
-
-
 def convert(config: ConvertConfig) -> ConvertResult:
     """Runs the conversion of the module docstring; returns its metrics and file paths.
 
@@ -210,22 +214,22 @@ def convert(config: ConvertConfig) -> ConvertResult:
     Raises:
         ValueError: bad settings, a model that cannot be converted (no absolute position
             table, an architecture tisa.hf does not support) or an unusable output folder.
-        tisa.analysis.extract.ModelLoadError: ``model`` is not a loadable model.
+        tisa.analysis.loading.ModelLoadError: ``model`` is not a loadable model.
     """
     import tisa.hf
-    from tisa.analysis.extract import load_model
+    from tisa.analysis.loading import load_model
     from tisa.convert.distill import LengthSampler, distill
     from tisa.convert.evaluate import long_inputs
     from tisa.convert.profiles import text_blocks
     from tisa.convert.student import build_student, fit_layers
     from tisa.data.corpus import ptb_lines
-    from tisa.io import write_json
+    from tisa.files import write_json
 
     out = Path(config.output_dir)
     if _check_output(out, config.overwrite):
         metrics = json.loads((out / "metrics.json").read_text())
         return ConvertResult(metrics=metrics, model_dir=out / "model", report=out / "report.html")
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.distill.seed)
     try:
         # fused attention for distillation and evaluation; the profiles switch to eager
         original, tokenizer = load_model(config.model, eager=False)
@@ -265,7 +269,7 @@ def convert(config: ConvertConfig) -> ConvertResult:
     fit_settings = {
         k: getattr(config, k)
         for k in ("model", "num_kernels", "fit_layers", "fold_positions", "fit_length")
-    } | {"fit_blocks": config.fit_blocks, "seed": config.seed}
+    } | {"fit_blocks": config.fit_blocks}
     saved = _load_fit(fit_path, fit_settings)
     if saved is None:
         blocks = text_blocks(tokenizer, train, length=config.fit_length, count=config.fit_blocks)
@@ -323,7 +327,7 @@ def convert(config: ConvertConfig) -> ConvertResult:
         "model": config.model,
         "settings": _plain(config, settings),
         "positional_parameters": {
-            "original": _positional(original),
+            "original": tisa.hf.positional_parameters(original),
             "converted": tisa.hf.positional_parameters(student),
         },
         "fit": {
@@ -349,7 +353,7 @@ def convert(config: ConvertConfig) -> ConvertResult:
         metrics["sts_relative"] = after["sts_spearman"] / before["original"]["sts_spearman"]
     metrics["timings"]["total_s"] = timings["fit_s"] + timings["distill_s"]
     write_json(out / "metrics.json", metrics)
-    from tisa.convert.report import write_convert_report
+    from tisa.reports.convert import write_convert_report
 
     report = write_convert_report(out / "report.html", metrics, fit)
     shutil.rmtree(out / "checkpoint", ignore_errors=True)

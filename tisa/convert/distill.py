@@ -33,6 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from tisa._validate import check_int
+from tisa.files import fsync_folder, fsync_tree
 
 __all__ = ["DistillSettings", "LengthSampler", "distill", "distillation_loss"]
 
@@ -44,16 +45,18 @@ class DistillSettings:
     """Plain-data settings of a distillation run.
 
     Attributes:
-        steps: optimiser steps.
-        train: ``"scoring"`` or ``"all"`` (see the module docstring).
+        steps: optimiser steps (0 skips distillation).
+        train: which parameters are trained: the scoring functions only (``"scoring"``)
+            or every parameter (``"all"``).
         learning_rate: learning rate of the non-scoring parameters (``train="all"``).
         tisa_learning_rate: learning rate of the scoring parameters.
         tokens_per_batch: about this many tokens per step (batch = tokens // length).
-        min_length, max_length: block lengths are drawn log-uniformly in this range.
+        min_length: shortest block (lengths are drawn log-uniformly).
+        max_length: longest block (capped at the original's positions).
         pooled_weight: weight of the pooled-embedding term (0 for models that are not
             sentence encoders).
         warmup: share of the steps with a linearly rising learning rate.
-        seed: seed of the block sampler.
+        seed: seed of the block sampler and of the conversion.
         save_every: checkpoint interval in steps.
     """
 
@@ -174,7 +177,8 @@ def _schedule(settings: DistillSettings) -> Callable[[int], float]:
 def _save(
     folder: Path, student, optimizer, scheduler, step: int, curve: list[dict], settings
 ) -> None:
-    """Writes the checkpoint into a staging folder and renames it into place."""
+    """Writes the checkpoint into a staging folder and renames it into place; the previous
+    one stays as ``<name>.old`` until the new one is in place (see :func:`_load`)."""
     staging = folder.with_name(folder.name + ".staging")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -189,14 +193,13 @@ def _save(
         staging / "state.pt",
     )
     (staging / "curve.json").write_text(json.dumps(curve))
-    for path in staging.iterdir():
-        with open(path, "rb") as fh:
-            os.fsync(fh.fileno())
+    fsync_tree(staging)
     old = folder.with_name(folder.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if folder.exists():
         os.replace(folder, old)
     os.replace(staging, folder)
+    fsync_folder(folder.parent)
     shutil.rmtree(old, ignore_errors=True)
 
 

@@ -1,53 +1,66 @@
-"""The ``tisa`` command line: one entry point, one module per subcommand.
+"""The ``tisa`` command line: one entry point, one thin module per subcommand.
 
-Each subcommand lives in its own module exposing::
+Each subcommand module (``tisa.cli.<name>``) exposes::
 
-    HELP: str                                   # one line (repeated in SUBCOMMANDS)
-    def add_arguments(parser) -> None           # fills an argparse sub-parser
-    def run(args: argparse.Namespace) -> int    # does the work, returns an exit code
+    def add_arguments(parser) -> None          # its options, derived from a config dataclass
+    def run(args: argparse.Namespace) -> int   # builds the config, calls the library, prints
 
-Modules are imported lazily so that ``tisa --help`` stays fast and a subcommand's heavy
-imports (transformers, matplotlib) are paid only when it runs.
+Options come from the fields of the library's config dataclasses (:mod:`tisa.cli.args`),
+so each setting is declared once. User errors raised by the library (``ValueError``,
+``FileNotFoundError``) become one line, ``tisa <command>: error: ...``, and exit code 2,
+here in :func:`main`. Modules are imported lazily so that ``tisa --help`` stays fast and a
+subcommand's heavy imports (transformers, matplotlib) are paid only when it runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
-# subcommand name -> (module path, the module's HELP line). Only the module of the
-# subcommand that runs is imported, so `tisa --help` stays fast.
+__all__ = ["SUBCOMMANDS", "build_parser", "is_main_process", "main"]
+
+# subcommand name -> (module, one-line description). Only the module of the subcommand that
+# runs is imported, so `tisa --help` stays fast.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": (
-        "tisa.demo",
+        "tisa.cli.demo",
         "Run the main job on embedded defaults and write an HTML report.",
     ),
     "bench": (
-        "tisa.bench",
+        "tisa.cli.bench",
         "Run the attention benchmark (ratios against SDPA without positional bias).",
     ),
     "analyze": (
-        "tisa.analysis.cli",
+        "tisa.cli.analyze",
         "Measure translation invariance of position embeddings and attention (report.html).",
     ),
     "pretrain": (
-        "tisa.train.pretrain",
+        "tisa.cli.pretrain",
         "Pretrain a masked language model with a chosen position scheme (absolute, TISA, ...).",
     ),
     "extrapolate": (
-        "tisa.train.extrapolate",
+        "tisa.cli.extrapolate",
         "Masked-LM loss of pretrained runs at sequence lengths beyond (or within) training.",
     ),
     "convert": (
-        "tisa.convert.cli",
+        "tisa.cli.convert",
         "Convert a pretrained encoder's position table into TISA scoring functions (any length).",
     ),
     "glue": (
-        "tisa.train.glue",
+        "tisa.cli.glue",
         "Fine-tune on GLUE tasks (optionally with TISA) over several seeds; median results.",
     ),
 }
+
+#: What the library raises for input it cannot use: reported as a message, not a traceback.
+USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError)
+
+
+def is_main_process() -> bool:
+    """True on the process that prints (rank 0 under torchrun / accelerate launch)."""
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -71,6 +84,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs ``tisa``; returns the exit code (2 for bad input, with a one-line message)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(command if command in SUBCOMMANDS else None)
@@ -78,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return int(args._run(args) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        return int(args._run(args) or 0)
+    except USER_ERRORS as err:
+        print(f"tisa {args.command}: error: {err}", file=sys.stderr)
+        return 2

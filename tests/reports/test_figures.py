@@ -2,8 +2,11 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
-from tisa.plots import extrapolation_curves, figure_png, glue_results, loss_curves
+from tisa.reports import charts, heatmaps
+from tisa.reports.charts import extrapolation_curves, glue_results, loss_curves
+from tisa.reports.figures import figure_png, save_figure
 
 
 def _row(task, variant, score, rer=None, spread=0.01):
@@ -63,3 +66,26 @@ def test_loss_curves_one_line_per_run_and_length_check():
     np.testing.assert_array_equal(ax.get_lines()[1].get_ydata(), [4.0, 3.5])
     with pytest.raises(ValueError, match=r"curves\['a'\]: 2 x values but 1 y values"):
         loss_curves({"a": ([1, 2], [3.0])})
+
+
+def test_plots_return_figures() -> None:
+    figs = [
+        heatmaps.matrices_grid(torch.randn(3, 5, 5), titles=["a", "b", "c"], ncols=2),
+        heatmaps.value_heatmaps({"ti": torch.rand(2, 3)}, row_names=["x", "y"]),
+        charts.offset_profiles(
+            [("p", torch.arange(-2, 3), {"m": (torch.zeros(5), torch.ones(5))})]
+        ),
+        charts.scoring_curves(torch.arange(-3, 4), torch.randn(2, 2, 7), layers=[0, 1]),
+        charts.scoring_curves(torch.arange(-3, 4), torch.randn(2, 2, 7), titles=["a", "b"]),
+        charts.training_curves([1, 2, 3], {"ti": [0.1, 0.2, 0.3]}, eval_loss=[3.0, None, 2.0]),
+        charts.comparison_bars(["m1", "m2"], {"ti": [0.4, None]}),
+    ]
+    for fig in figs:
+        assert figure_png(fig).startswith(b"\x89PNG")
+    with pytest.raises(ValueError, match="titles"):
+        heatmaps.matrices_grid(torch.randn(2, 3, 3), titles=["a"])
+
+
+def test_save_figure_writes_a_png(tmp_path):
+    path = save_figure(loss_curves({"a": ([1, 2], [3.0, 2.0])}), tmp_path / "sub" / "f.png")
+    assert path.read_bytes().startswith(b"\x89PNG")

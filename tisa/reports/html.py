@@ -2,7 +2,7 @@
 
 Generic building blocks, usable by any command that wants a report::
 
-    from tisa.report import Image, Section, Table, write_report
+    from tisa.reports.html import Image, Section, Table, write_report
 
     write_report(
         "out/report.html",
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tisa.io import write_atomic
+from tisa.files import write_atomic
 
 __all__ = ["Html", "Image", "Section", "Table", "render_report", "write_report"]
 

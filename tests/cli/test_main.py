@@ -9,10 +9,20 @@ from tisa import cli
 
 @pytest.mark.parametrize("name", sorted(cli.SUBCOMMANDS))
 def test_every_subcommand_module_has_the_interface(name):
-    path, help_text = cli.SUBCOMMANDS[name]
+    path, _ = cli.SUBCOMMANDS[name]
     module = importlib.import_module(path)
     assert callable(module.add_arguments) and callable(module.run)
-    assert module.HELP == help_text  # the listing shows what the subcommand says of itself
+    parser = cli.build_parser(name)
+    assert parser.parse_args([name, *_REQUIRED.get(name, [])])._run is module.run
+
+
+_REQUIRED = {
+    "bench": ["attention"],
+    "convert": ["model-folder"],
+    "extrapolate": ["run-folder"],
+    "glue": ["--model", "m"],
+    "pretrain": ["--output-dir", "out"],
+}
 
 
 def test_help_lists_subcommands_without_importing_them():
@@ -35,6 +45,14 @@ def test_unknown_command_is_an_argparse_error():
     assert err.value.code == 2
 
 
-def test_bench_rejects_bad_sizes():
-    with pytest.raises(SystemExit, match="--batch must be >= 1"):
-        cli.main(["bench", "attention", "--batch", "0"])
+def test_user_errors_are_one_line_and_exit_code_2(capsys):
+    assert cli.main(["bench", "attention", "--batch", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err == "tisa bench: error: batch must be an integer >= 1, got 0\n"
+
+
+def test_python_m_tisa_cli_is_the_tisa_command():
+    out = subprocess.run(
+        [sys.executable, "-m", "tisa.cli", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.startswith("tisa ")

@@ -54,11 +54,9 @@ __all__ = [
     "apply_position_scheme",
     "build_config",
     "build_model",
-    "has_absolute_positions",
     "load_masked_lm",
     "masked_lm_forward",
     "mlm_parts",
-    "positional_parameter_counts",
 ]
 
 Arch = Literal["albert", "bert"]
@@ -310,19 +308,21 @@ def apply_position_scheme(model: PreTrainedModel, position: str, *, num_kernels:
 
     Raises:
         ValueError: unknown ``position``.
-        ImportError: the scheme needs :mod:`tisa.hf` and it cannot be imported.
     """
     if position not in POSITIONS:
         raise ValueError(f"position must be one of {POSITIONS}, got {position!r}")
     if position == "absolute":
         return model
-    from tisa.hf import add_tisa  # lazily: tisa.hf is only needed for these schemes
+    from tisa.hf import TisaSettings, add_tisa
 
     scoring, embeddings, rotary = _SCHEMES[position]
-    options: dict[str, Any] = {"position_embeddings": embeddings, "rotary": rotary}
-    if scoring == "rbf":
-        options["num_kernels"] = num_kernels
-    return add_tisa(model, scoring=scoring, **options)
+    settings = TisaSettings(
+        scoring=scoring,
+        num_kernels=num_kernels if scoring == "rbf" else None,
+        position_embeddings=embeddings,
+        rotary=rotary,
+    )
+    return add_tisa(model, settings)
 
 
 def build_model(
@@ -370,48 +370,19 @@ def build_model(
     return apply_position_scheme(model, position, num_kernels=num_kernels)
 
 
-def has_absolute_positions(model: nn.Module) -> bool:
-    """True when the model adds a learned absolute position table to its inputs."""
-    from tisa.analysis.extract import has_absolute_positions as _has
-
-    return _has(model)
-
-
-def positional_parameter_counts(model: nn.Module) -> dict[str, int]:
-    """{"absolute", "tisa", "total"} positional parameter counts of ``model``.
-
-    Uses :func:`tisa.hf.positional_parameters` when :mod:`tisa.hf` is importable, else
-    counts the absolute table only.
-    """
-    try:
-        from tisa.hf import positional_parameters
-    except ImportError:
-        positional_parameters = None
-    if positional_parameters is not None:
-        return dict(positional_parameters(model))
-    absolute = 0
-    if has_absolute_positions(model):
-        from tisa.analysis.extract import position_embeddings
-
-        absolute = int(position_embeddings(model).numel())
-    return {"absolute": absolute, "tisa": 0, "total": absolute}
-
-
 def load_masked_lm(path: str, *, device: str | torch.device = "cpu") -> PreTrainedModel:
     """Loads a saved masked LM (stock or TISA) for evaluation, in eval mode.
 
-    TISA models need :mod:`tisa.hf` to be importable (it registers them with the Auto
-    classes). Use :func:`masked_lm_forward` on the result to score masked positions only.
+    TISA models load through the Auto classes (:mod:`tisa.hf` registers them). Use
+    :func:`masked_lm_forward` on the result to score masked positions only.
 
     Raises:
         ValueError: ``path`` holds no loadable model.
     """
     from transformers import AutoModelForMaskedLM
 
-    try:
-        import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
-    except ImportError:
-        pass
+    import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
+
     try:
         model = AutoModelForMaskedLM.from_pretrained(path)
     except (OSError, ValueError, KeyError) as err:

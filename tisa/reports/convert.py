@@ -1,6 +1,6 @@
 """report.html of ``tisa convert``: what was fitted, how distillation went, what it gives.
 
-Figures are drawn here from numbers :func:`tisa.convert.convert` computed (never
+Figures are drawn here from numbers :func:`tisa.convert.convert.convert` computed (never
 recomputed): the fitted kernels against the measured profiles per layer and head, the
 distillation curve, and the converted model against input length.
 """
@@ -15,8 +15,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from tisa.convert.student import LayerFit
-from tisa.plots import figure_png
-from tisa.report import Image, Section, Table, write_report
+from tisa.reports.figures import figure_png
+from tisa.reports.html import Image, Section, Table, write_report
 
 __all__ = ["distillation_figure", "length_figure", "profile_grid", "write_convert_report"]
 
