@@ -4,21 +4,33 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import save_file
 
 from tisa import checkpoints as ck
 
 
 def _checkpoint(run: Path, step: int, *, state: bool = True, weights: bool = True) -> Path:
+    """A checkpoint folder as the Trainer writes it: state, weights, optimiser, RNG."""
     path = run / f"checkpoint-{step}"
     path.mkdir(parents=True)
     if state:
         (path / "trainer_state.json").write_text(json.dumps({"global_step": step}))
     if weights:
-        (path / "model.safetensors").write_bytes(b"\0")
+        save_file({"w": torch.arange(300.0), "b": torch.ones(7)}, path / "model.safetensors")
+    torch.save({"state": {0: torch.zeros(50)}}, path / "optimizer.pt")
+    torch.save({"python": list(range(20))}, path / "rng_state.pth")
     return path
+
+
+def _cut(path: Path, keep: int | None = None) -> None:
+    """Truncates a file to ``keep`` bytes (default: half of it)."""
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2 if keep is None else keep])
 
 
 def test_names_and_steps():
@@ -58,6 +70,63 @@ def test_incomplete_checkpoints_are_skipped_with_a_warning(tmp_path, caplog):
     assert ck.trainer_step(tmp_path / "checkpoint-2") == 2
 
 
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda c: _cut(c / "model.safetensors"), r"model.safetensors is cut short \(\d"),
+        (lambda c: _cut(c / "model.safetensors", 5), "model.safetensors is damaged"),
+        (lambda c: _cut(c / "model.safetensors", 0), "model.safetensors is empty"),
+        (lambda c: _cut(c / "optimizer.pt"), "optimizer.pt is damaged or cut short"),
+        (lambda c: _cut(c / "rng_state.pth", 0), "rng_state.pth is empty"),
+        (lambda c: (c / "trainer_state.json").write_text(""), "trainer_state.json is empty"),
+        (lambda c: _cut(c / "trainer_state.json"), "trainer_state.json is not valid JSON"),
+        (lambda c: (c / "trainer_state.json").write_text("{}"), "trainer_state.json records no global_step"),
+    ],
+)
+def test_damaged_newest_checkpoint_falls_back_and_names_the_file(tmp_path, caplog, damage, problem):
+    _checkpoint(tmp_path, 3)
+    newest = _checkpoint(tmp_path, 6)
+    assert ck.checkpoint_problems(newest) == []
+    damage(newest)
+    (found,) = ck.checkpoint_problems(newest)
+    assert re.match(problem, found)
+    with caplog.at_level(logging.WARNING, logger="tisa.checkpoints"):
+        assert ck.latest_checkpoint(tmp_path) == tmp_path / "checkpoint-3"
+    assert f"skipping checkpoint {newest}: {found}" in caplog.text
+    with pytest.raises(ValueError, match=rf"resume: '{newest}' is not a complete checkpoint: "):
+        ck.check_checkpoint(newest)
+    assert ck.check_checkpoint(tmp_path / "checkpoint-3") == tmp_path / "checkpoint-3"
+
+
+def test_sharded_weights_need_every_shard(tmp_path):
+    path = _checkpoint(tmp_path, 1, weights=False)
+    save_file({"w": torch.ones(3)}, path / "model-00001-of-00002.safetensors")
+    index = {
+        "weight_map": {
+            "w": "model-00001-of-00002.safetensors",
+            "v": "model-00002-of-00002.safetensors",
+        }
+    }
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert ck.checkpoint_problems(path) == [
+        "model.safetensors.index.json names model-00002-of-00002.safetensors, which is missing"
+    ]
+    save_file({"v": torch.ones(3)}, path / "model-00002-of-00002.safetensors")
+    assert ck.checkpoint_problems(path) == []
+
+
+def test_a_json_finish_marker_counts_only_with_data(tmp_path):
+    marker = tmp_path / "result.json"
+    assert not ck.marker_complete(marker)
+    for text in ("", "{}", '{"score": 0.5', "[1]"):
+        marker.write_text(text)
+        assert not ck.marker_complete(marker), text
+    marker.write_text('{"score": 0.5}')
+    assert ck.marker_complete(marker)
+    (tmp_path / "model").mkdir()
+    assert ck.marker_complete(tmp_path / "model")
+
+
 def test_prune_keeps_the_newest(tmp_path):
     for step in (1, 2, 10, 20):
         _checkpoint(tmp_path, step)
@@ -79,17 +148,25 @@ def test_clear_run_removes_only_the_run(tmp_path):
 
 @pytest.mark.parametrize(
     ("layout", "action"),
-    [("nothing", "start"), ("empty", "start"), ("checkpoint", "resume"), ("finished", "reuse")],
+    [
+        ("nothing", "start"),
+        ("empty", "start"),
+        ("checkpoint", "resume"),
+        ("finished", "reuse"),
+        ("empty marker", "resume"),
+    ],
 )
 def test_run_status(tmp_path, layout, action):
     run = tmp_path / "run"
     if layout != "nothing":
         run.mkdir()
-    if layout in ("checkpoint", "finished"):
+    if layout in ("checkpoint", "finished", "empty marker"):
         _checkpoint(run / "checkpoints", 5)
     if layout == "finished":
-        (run / "result.json").write_text("{}")
+        (run / "result.json").write_text('{"score": 1.0}')
+    if layout == "empty marker":  # a result file that a full disk left empty
+        (run / "result.json").write_text("")
     status = ck.run_status(run, finished="result.json", checkpoints="checkpoints")
     assert status.action == action
     assert status.started == (layout != "nothing")
-    assert (status.checkpoint is not None) == (layout in ("checkpoint", "finished"))
+    assert (status.checkpoint is not None) == (layout != "nothing" and layout != "empty")

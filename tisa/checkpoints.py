@@ -9,10 +9,13 @@ A run folder holds the Hugging Face Trainer's checkpoints, one folder per saved 
                               ``result.json`` for a GLUE run)
 
 Everything that reads or writes such folders goes through this module: the step is
-parsed from a folder name in one place (:func:`checkpoint_step`), a checkpoint is complete
-when :func:`checkpoint_problems` finds nothing missing, and :func:`run_status` tells
-whether a run folder holds a finished run (reuse it), an interrupted one (resume from its
-newest checkpoint) or nothing (start).
+parsed from a folder name in one place (:func:`checkpoint_step`); a checkpoint is complete
+when :func:`checkpoint_problems` finds nothing missing or cut short (a trainer state that
+parses, the weights, every saved tensor file whole); :func:`latest_checkpoint` falls back
+from a damaged newest checkpoint to the newest complete one and names the bad file; and
+:func:`run_status` tells whether a run folder holds a finished run (reuse it), an
+interrupted one (resume from its newest complete checkpoint) or nothing (start). A finish
+marker that is a JSON file counts only when it holds data (:func:`marker_complete`).
 
 Atomic saves: :class:`AtomicCheckpoints` is a Trainer callback for a Trainer whose
 ``output_dir`` is :func:`staging_folder` of the run. The Trainer writes each checkpoint
@@ -28,7 +31,9 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Iterable
+import struct
+import zipfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -41,15 +46,18 @@ __all__ = [
     "STAGING",
     "AtomicCheckpoints",
     "RunStatus",
+    "check_checkpoint",
     "checkpoint_name",
     "checkpoint_problems",
     "checkpoint_step",
     "clear_run",
     "latest_checkpoint",
     "list_checkpoints",
+    "marker_complete",
     "prune_checkpoints",
     "run_status",
     "staging_folder",
+    "tensor_file_problems",
     "trainer_step",
 ]
 
@@ -58,8 +66,12 @@ logger = logging.getLogger(__name__)
 #: Folder inside a run folder where checkpoints are written before they are renamed.
 STAGING = ".staging"
 _PATTERN = re.compile(r"^checkpoint-(\d+)$")
-#: Weight files of a checkpoint, one of which must be present.
+#: Weight files of a checkpoint, one of which must be present (the index files: weights
+#: saved in shards).
 _WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+#: Suffixes of ``torch.save`` archives in a checkpoint (optimiser, scheduler, RNG, ...).
+_TORCH_FILES = (".pt", ".pth", ".bin")
 _STATE = "trainer_state.json"
 
 
@@ -93,18 +105,126 @@ def list_checkpoints(folder: str | os.PathLike[str]) -> list[Path]:
 def checkpoint_problems(path: str | os.PathLike[str]) -> list[str]:
     """What keeps a checkpoint folder from being resumed: [] when it is complete.
 
-    Complete means a ``trainer_state.json`` and the model weights (``model.safetensors``
-    or ``pytorch_model.bin``) are present.
+    Complete means a ``trainer_state.json`` that parses and records the step; model
+    weights (``model.safetensors`` or ``pytorch_model.bin``, or an index of shards that
+    are all there); and every tensor file in the folder whole: a safetensors file as long
+    as its header says, a ``torch.save`` archive (optimiser, scheduler, RNG states) with
+    its zip directory at the end and every member inside the file. Only headers are read,
+    not the tensors. A process killed while writing, a full disk or a copy cut short
+    leaves a checkpoint that fails one of these checks; each problem names its file.
     """
     path = Path(path)
     if not path.is_dir():
         return [f"{path} is not a folder"]
     problems = []
-    if not (path / _STATE).is_file():
+    state = path / _STATE
+    if state.is_file():
+        problems += _state_problems(state)
+    else:
         problems.append(f"no {_STATE}")
-    if not any((path / name).is_file() for name in _WEIGHTS):
+    indexes = [path / name for name in _INDEXES if (path / name).is_file()]
+    if not indexes and not any((path / name).is_file() for name in _WEIGHTS):
         problems.append("no model weights (" + " or ".join(_WEIGHTS) + ")")
+    for index in indexes:
+        problems += _index_problems(index)
+    for child in sorted(path.iterdir()):
+        problems += tensor_file_problems(child)
     return problems
+
+
+def tensor_file_problems(path: str | os.PathLike[str]) -> list[str]:
+    """Why a safetensors file or a ``torch.save`` archive is cut short or damaged ([]: it
+    is whole, or it is no such file). Reads the header only."""
+    path = Path(path)
+    if path.suffix == ".safetensors" and path.is_file():
+        return _safetensors_problems(path)
+    if path.suffix in _TORCH_FILES and path.is_file():
+        return _archive_problems(path)
+    return []
+
+
+def check_checkpoint(path: str | os.PathLike[str], name: str = "resume") -> Path:
+    """``path`` as a path when it is a complete checkpoint folder, else ``ValueError``.
+
+    Args:
+        path: a ``checkpoint-<step>`` folder (or any Trainer checkpoint folder).
+        name: the argument's name, for the message.
+
+    Raises:
+        ValueError: what :func:`checkpoint_problems` found, naming the bad files.
+    """
+    problems = checkpoint_problems(path)
+    if problems:
+        raise ValueError(
+            f"{name}: {str(path)!r} is not a complete checkpoint: " + "; ".join(problems)
+        )
+    return Path(path)
+
+
+def _state_problems(state: Path) -> list[str]:
+    try:
+        text = state.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        return [f"{state.name} cannot be read ({err})"]
+    if not text.strip():
+        return [f"{state.name} is empty"]
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        return [f"{state.name} is not valid JSON ({err.msg} at character {err.pos})"]
+    if not isinstance(data, dict) or not isinstance(data.get("global_step"), int):
+        return [f"{state.name} records no global_step"]
+    return []
+
+
+def _index_problems(index: Path) -> list[str]:
+    """Shards named by a ``*.index.json`` weight map that are not there."""
+    try:
+        shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return [f"{index.name} is not a readable weight index"]
+    missing = sorted(s for s in shards if not (index.parent / s).is_file())
+    return [f"{index.name} names {shard}, which is missing" for shard in missing]
+
+
+def _safetensors_problems(path: Path) -> list[str]:
+    """A safetensors file is an 8-byte header length, a JSON header with each tensor's
+    byte range, then the data: it is whole when it is as long as the header says."""
+    size = path.stat().st_size
+    if size == 0:
+        return [f"{path.name} is empty"]
+    try:
+        with open(path, "rb") as fh:
+            (length,) = struct.unpack("<Q", fh.read(8))
+            if length > size - 8:
+                raise ValueError("header longer than the file")
+            header = json.loads(fh.read(length))
+        ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+    except (struct.error, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return [f"{path.name} is damaged: no readable safetensors header ({size:,} bytes)"]
+    expected = 8 + length + max(ends, default=0)
+    if size < expected:
+        return [f"{path.name} is cut short ({size:,} of {expected:,} bytes)"]
+    return []
+
+
+def _archive_problems(path: Path) -> list[str]:
+    """A ``torch.save`` file is a zip archive whose directory sits at its end; a file cut
+    short has none (or one pointing past the end)."""
+    size = path.stat().st_size
+    if size == 0:
+        return [f"{path.name} is empty"]
+    with open(path, "rb") as fh:
+        if fh.read(4) != b"PK\x03\x04":
+            return []  # torch.save's legacy pickle format: nothing cheap to check
+    try:
+        with zipfile.ZipFile(path) as archive:
+            end = max((m.header_offset + m.compress_size for m in archive.infolist()), default=0)
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return [f"{path.name} is damaged or cut short: no zip directory ({size:,} bytes)"]
+    if end > size:
+        return [f"{path.name} is cut short ({size:,} of at least {end:,} bytes)"]
+    return []
 
 
 def latest_checkpoint(folder: str | os.PathLike[str], *, complete: bool = True) -> Path | None:
@@ -112,8 +232,9 @@ def latest_checkpoint(folder: str | os.PathLike[str], *, complete: bool = True) 
 
     Args:
         folder: a run folder (or a Trainer's output folder).
-        complete: skip (with a warning) checkpoints that :func:`checkpoint_problems`
-            finds incomplete; ``False`` takes the highest step as it is.
+        complete: skip checkpoints that :func:`checkpoint_problems` finds incomplete or
+            damaged, with a warning that names the bad files, and fall back to the newest
+            complete one; ``False`` takes the highest step as it is.
     """
     for path in reversed(list_checkpoints(folder)):
         if not complete:
@@ -121,8 +242,21 @@ def latest_checkpoint(folder: str | os.PathLike[str], *, complete: bool = True) 
         problems = checkpoint_problems(path)
         if not problems:
             return path
-        logger.warning("skipping incomplete checkpoint %s (%s)", path, "; ".join(problems))
+        logger.warning("skipping checkpoint %s: %s", path, "; ".join(problems))
     return None
+
+
+def marker_complete(path: str | os.PathLike[str]) -> bool:
+    """Whether a finish marker counts: it exists and, for a ``.json`` file, holds a JSON
+    object with content (an empty or cut-short file marks nothing)."""
+    path = Path(path)
+    if path.suffix != ".json":
+        return path.exists()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(data, dict) and bool(data)
 
 
 def trainer_step(checkpoint: str | os.PathLike[str]) -> int:
@@ -161,7 +295,7 @@ class RunStatus:
 
     Attributes:
         folder: the run folder.
-        finished: the run's finish marker is there (its results can be reused).
+        finished: the run's finish marker is there and complete (its results can be reused).
         checkpoint: newest checkpoint an unfinished run resumes from (None: none).
         started: the folder exists (something may be in the way of a fresh start).
     """
@@ -185,20 +319,23 @@ def run_status(
     finished: str,
     checkpoints: str | None = None,
     complete: bool = True,
+    valid: Callable[[Path], bool] = marker_complete,
 ) -> RunStatus:
     """Reads the state of a run folder.
 
     Args:
         folder: the run folder.
-        finished: path (relative to ``folder``) whose existence marks a finished run.
+        finished: path (relative to ``folder``) that marks a finished run.
         checkpoints: subfolder holding the checkpoints (default: ``folder`` itself).
         complete: only complete checkpoints count (see :func:`latest_checkpoint`).
+        valid: whether the marker counts (default :func:`marker_complete`: it exists
+            and, for a JSON file, holds data).
     """
     folder = Path(folder)
     where = folder if checkpoints is None else folder / checkpoints
     return RunStatus(
         folder=folder,
-        finished=(folder / finished).exists(),
+        finished=valid(folder / finished),
         checkpoint=latest_checkpoint(where, complete=complete),
         started=folder.is_dir(),
     )
