@@ -82,6 +82,39 @@ def test_missing_file_names_the_argument(tmp_path):
         load_texts(tmp_path / "nope.txt")
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "is empty, expected text"),
+        (b"\n  \n\t\n", "is empty, expected text"),
+        (b"text\x00\x01\x02 more", r"is a binary file \(NUL bytes\)"),
+        (b"caf\xe9 au lait\n", r"is not UTF-8 text \(byte 3: invalid continuation byte\)"),
+    ],
+)
+def test_empty_or_binary_text_files_name_the_argument_and_file(tmp_path, content, message):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(content)
+    good = tmp_path / "good.txt"
+    good.write_text("a line\n")
+    with pytest.raises(ValueError, match=rf"train_file: '.*bad.txt' {message}"):
+        load_corpus(train_file=bad)
+    with pytest.raises(ValueError, match=rf"validation_file: '.*bad.txt' {message}"):
+        load_corpus(train_file=good, validation_file=bad)
+    with pytest.raises(ValueError, match=rf"eval_file: '.*bad.txt' {message}"):
+        load_texts(bad)
+    with pytest.raises(ValueError, match=r"train_file: '.*' is a folder"):
+        load_corpus(train_file=tmp_path)
+
+
+def test_a_bad_byte_beyond_the_checked_start_still_names_the_files(tmp_path):
+    late = tmp_path / "late.txt"
+    late.write_bytes(b"a line of text\n" * 80_000 + b"caf\xe9\n")  # past the first MiB
+    with pytest.raises(ValueError, match=r"text files \(train_file '.*late.txt'\) cannot be read"):
+        load_corpus(train_file=late)
+    with pytest.raises(ValueError, match=r"eval_file '.*late.txt' is not UTF-8 text"):
+        load_texts(late)
+
+
 def test_hf_dataset_folder_with_configs(tmp_path):
     """The Hub layout of wikitext (README configs + parquet per config), loaded locally."""
     import datasets

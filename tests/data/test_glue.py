@@ -403,3 +403,104 @@ def test_custom_labels_that_do_not_match(tmp_path):
         load_custom(train, dev, text_columns=["a", "b", "c"], cache_dir=tmp_path / "c")
     with pytest.raises(ValueError, match="expected a .csv"):
         load_custom(tmp_path / "x.parquet", dev, text_columns=["text"])
+
+
+# ------------------------------------------------------------------ custom files: faults
+def _load(tmp_path, train, dev=None, **kwargs):
+    dev = train if dev is None else dev
+    kwargs.setdefault("text_columns", ["text"])
+    return load_custom(train, dev, cache_dir=tmp_path / "c", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("empty.csv", b"", r"train_file: '.*empty.csv' is empty"),
+        ("blank.csv", b"\n \n", r"train_file: '.*blank.csv' is empty"),
+        ("header.csv", b"text,label\n", r"header.csv' cannot be read: no rows below the header"),
+        (
+            "ragged.tsv",
+            b"text\tlabel\na\t1\nb\t0\textra\n",
+            r"ragged.tsv' cannot be read: .*"
+            r"Expected 2 fields in line 3, saw 3",
+        ),
+        (
+            "binary.csv",
+            b"text,label\n\xff\xfe\x00\x81,1\n",
+            r"binary.csv' cannot be read: not UTF-8",
+        ),
+        ("rows.jsonl", b'{"text": "a", "label": 1}\n{"text": \n', r"rows.jsonl' cannot be read"),
+    ],
+)
+def test_unreadable_custom_files_name_the_file(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        _load(tmp_path, path)
+    good = tmp_path / "good.csv"
+    good.write_text("text,label\na,1\nb,0\n")
+    with pytest.raises(ValueError, match=r"validation_file: .*" + name):
+        _load(tmp_path, good, path)
+    folder = tmp_path / "folder.csv"
+    folder.mkdir()
+    with pytest.raises(ValueError, match=r"train_file: .*folder.csv' is a folder"):
+        _load(tmp_path, folder, good)
+    with pytest.raises(FileNotFoundError, match=r"train_file: data file .*missing.csv"):
+        _load(tmp_path, tmp_path / "missing.csv", good)
+
+
+def test_labels_mixing_numbers_and_words_are_refused(tmp_path):
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\na,1\nb,0\nc,neg\nd,pos\n")
+    with pytest.raises(ValueError) as info:
+        _load(tmp_path, train)
+    message = str(info.value)
+    assert "train.csv" in message and "label column 'label' mixes numbers" in message
+    assert "'0', '1'" in message and "'neg', 'pos'" in message and "rows 3, 4" in message
+    # saying that every value is a class name takes them as four classes, on purpose
+    task, data = _load(tmp_path, train, task_type="classification")
+    assert task.label_names == ("0", "1", "neg", "pos") and data["train"]["label"] == [1, 0, 2, 3]
+
+
+@pytest.mark.parametrize("bad", ["", "  ", "n/a"])
+def test_a_regression_file_with_a_blank_or_text_label_is_refused(tmp_path, bad):
+    train = tmp_path / "train.csv"
+    train.write_text(f"text,label\na,0.5\nb,1.25\nc,{bad}\nd,3.75\n")
+    kind = "is blank on row 3" if not bad.strip() else "mixes numbers"
+    with pytest.raises(ValueError, match=rf"train.csv: label column 'label' {kind}"):
+        _load(tmp_path, train)
+    dev = tmp_path / "dev.csv"
+    dev.write_text("text,label\na,0.5\nb,2\n")
+    good = tmp_path / "good.csv"
+    good.write_text("text,label\na,0.5\nb,1.25\n")
+    bad_dev = tmp_path / "bad_dev.csv"
+    bad_dev.write_text(f"text,label\na,0.5\nb,{bad}\n")
+    with pytest.raises(
+        ValueError, match=r"bad_dev.csv: labels .* \(row 2\) do not match regression"
+    ):
+        _load(tmp_path, good, bad_dev)
+    task, data = _load(tmp_path, good, dev)  # numbers written as text are numbers
+    assert task.is_regression and data["validation"]["label"] == [0.5, 2.0]
+
+
+def test_whole_number_labels_are_one_class_however_written(tmp_path):
+    rows = [{"text": "a", "label": 1}, {"text": "b", "label": 0}, {"text": "c", "label": 2}]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "dev.csv").write_text("text,label\nx,1.0\ny,2\nz, 0\n")
+    task, data = _load(tmp_path, tmp_path / "train.jsonl", tmp_path / "dev.csv")
+    assert task.label_names == ("0", "1", "2") and not task.is_regression
+    assert data["validation"]["label"] == [1, 2, 0]
+    (tmp_path / "blank.jsonl").write_text(json.dumps({"text": "d", "label": None}) + "\n")
+    with pytest.raises(ValueError, match="blank.jsonl: label column 'label' is blank on row 1"):
+        _load(tmp_path, tmp_path / "blank.jsonl", tmp_path / "dev.csv")
+
+
+def test_glue_dir_binary_or_empty_files_name_the_file(tmp_path):
+    (tmp_path / "RTE").mkdir()
+    header = "index\tsentence1\tsentence2\tlabel\n"
+    (tmp_path / "RTE" / "train.tsv").write_bytes(header.encode() + b"0\t\xff\xfe\tb\tentailment\n")
+    (tmp_path / "RTE" / "dev.tsv").write_text(header)
+    with pytest.raises(ValueError, match=r"train.tsv: not UTF-8 text"):
+        load_glue("rte", glue_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"dev.tsv: no rows of data"):
+        load_glue("rte", glue_dir=tmp_path, splits=["validation"])

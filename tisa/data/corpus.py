@@ -22,6 +22,7 @@ is renamed ``validation``. When a source has no validation split, a seeded rando
 
 from __future__ import annotations
 
+import codecs
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,10 +62,32 @@ def ptb_lines(split: str = "train", *, unk: str | None = "[UNK]") -> list[str]:
     return [line for line in kept if line]
 
 
+#: Bytes of a text file checked up front (the rest is checked while it is read).
+_SNIFF = 1 << 20
+
+
 def _check_file(path: str | os.PathLike[str], argument: str) -> str:
+    """``path`` when it is a UTF-8 text file with some text, else a ``ValueError`` that
+    names ``argument`` and the file (checked on its first MiB: a binary file shows there)."""
     p = Path(path).expanduser()
+    if p.is_dir():
+        raise ValueError(f"{argument}: {str(path)!r} is a folder, expected a text file")
     if not p.is_file():
         raise ValueError(f"{argument}: no such file: {str(path)!r}")
+    with open(p, "rb") as fh:
+        head = fh.read(_SNIFF)
+    if not head.strip():
+        raise ValueError(
+            f"{argument}: {str(path)!r} is empty, expected text (one example per line)"
+        )
+    if b"\0" in head:
+        raise ValueError(f"{argument}: {str(path)!r} is a binary file (NUL bytes), expected text")
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < _SNIFF)
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{argument}: {str(path)!r} is not UTF-8 text (byte {err.start}: {err.reason})"
+        ) from None
     return str(p)
 
 
@@ -103,7 +126,8 @@ def load_corpus(
         with a single ``text`` column and no empty rows.
 
     Raises:
-        ValueError: missing file, unknown dataset or configuration, missing text column.
+        ValueError: missing, empty or binary file (naming the argument and the file),
+            unknown dataset or configuration, missing text column.
     """
     import datasets
 
@@ -151,7 +175,13 @@ def _load(
             files["validation"] = _check_file(validation_file, "validation_file")
         if test_file is not None:
             files["test"] = _check_file(test_file, "test_file")
-        raw = datasets.load_dataset("text", data_files=files, cache_dir=cache_dir)
+        try:
+            raw = datasets.load_dataset("text", data_files=files, cache_dir=cache_dir)
+        except datasets.exceptions.DatasetGenerationError as err:  # beyond the checked part
+            cause = err.__cause__ if err.__cause__ is not None else err
+            names = ", ".join(f"{split}_file {path!r}" for split, path in files.items())
+            reason = " ".join(str(cause).split()) or type(cause).__name__
+            raise ValueError(f"the text files ({names}) cannot be read: {reason}") from err
         text_column = "text"
     elif dataset == PTB:
         if dataset_config is not None:
@@ -201,7 +231,7 @@ def _canonical(raw, text_column: str, validation_fraction: float, seed: int) -> 
         out["train"], out["validation"] = parts["train"], parts["test"]
     for split, ds in out.items():
         if len(ds) == 0:
-            raise ValueError(f"the {split!r} split of the corpus is empty")
+            raise ValueError(f"the {split!r} split of the corpus holds no text (only empty lines)")
     return datasets.DatasetDict(out)
 
 
@@ -219,13 +249,16 @@ def load_texts(
         split: Penn Treebank split used when ``eval_file`` is None.
 
     Raises:
-        ValueError: missing or empty file.
+        ValueError: missing, empty or binary file.
     """
     if eval_file is None:
         return ptb_lines(split)
     path = _check_file(eval_file, "eval_file")
-    with open(path, encoding="utf-8") as f:
-        lines = [line.strip() for line in f if line.strip()]
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line.strip() for line in f if line.strip()]
+    except UnicodeDecodeError as err:  # beyond the part _check_file reads
+        raise ValueError(f"eval_file {str(eval_file)!r} is not UTF-8 text ({err.reason})") from None
     if not lines:
         raise ValueError(f"eval_file {str(eval_file)!r} holds no text")
     return lines

@@ -18,7 +18,9 @@ Sources::
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import logging
 import math
 import os
 from collections.abc import Sequence
@@ -207,13 +209,22 @@ def _canonical_hub_split(task: GlueTask, ds: Dataset, where: str) -> Dataset:
 
 def _read_tsv(path: Path, header: bool) -> tuple[list[str] | None, list[list[str]]]:
     """Reads a GLUE TSV: tab separated, no quoting, optional UTF-8 BOM (MRPC)."""
-    with open(path, encoding="utf-8-sig", newline="") as fh:
-        rows = [r for r in csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE) if r]
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            rows = [r for r in csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE) if r]
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    except csv.Error as err:  # e.g. a NUL byte: not a text file
+        raise ValueError(f"{path}: not a TSV text file ({err})") from None
     if header:
         if not rows:
             raise ValueError(f"{path}: empty file, expected a header line")
-        return rows[0], rows[1:]
-    return None, rows
+        head, body = rows[0], rows[1:]
+    else:
+        head, body = None, rows
+    if not body:
+        raise ValueError(f"{path}: no rows of data")
+    return head, body
 
 
 def _load_glue_dir(task: GlueTask, glue_dir: Path, splits: tuple[str, ...]) -> DatasetDict:
@@ -292,7 +303,28 @@ def _labels_from_raw(task: GlueTask, raw: Sequence[str], where: Path | str) -> l
 # --------------------------------------------------------------------------------------
 # custom tasks
 # --------------------------------------------------------------------------------------
-def _read_table(path: Path, cache_dir: str | Path | None) -> Dataset:
+@contextlib.contextmanager
+def _quiet_datasets():
+    """Silences the datasets library's own error log while it reads a file: its failure
+    becomes one ValueError that names the file (see :func:`_read_table`)."""
+    log = logging.getLogger("datasets")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def _read_table(path: Path, cache_dir: str | Path | None, argument: str) -> Dataset:
+    """Reads a custom data file; ``argument`` (``train_file``, ...) names it in errors.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: an unknown suffix, a folder, an empty file, a file without rows, or one
+            the CSV / JSON reader refuses (rows of another width, text that is not
+            UTF-8, ...): the message names the file and what the reader said.
+    """
     import datasets
 
     suffix = path.suffix.lower()
@@ -307,22 +339,107 @@ def _read_table(path: Path, cache_dir: str | Path | None) -> Dataset:
         builder = "json"
     else:
         raise ValueError(
-            f"data file {str(path)!r}: expected a .csv, .tsv, .jsonl or .json file, "
-            f"got {suffix or 'no suffix'!r}"
+            f"{argument}: expected a .csv, .tsv, .jsonl or .json file, got {str(path)!r}"
         )
+    if path.is_dir():
+        raise ValueError(f"{argument}: {str(path)!r} is a folder, expected a data file")
     if not path.is_file():
-        raise FileNotFoundError(f"data file {str(path)!r} not found")
-    return datasets.load_dataset(
-        builder,
-        data_files=str(path),
-        split="train",
-        cache_dir=None if cache_dir is None else str(cache_dir),
-        **kwargs,
-    )
+        raise FileNotFoundError(f"{argument}: data file {str(path)!r} not found")
+    with open(path, "rb") as fh:
+        if not fh.read(1 << 16).strip():
+            raise ValueError(f"{argument}: {str(path)!r} is empty, expected a header and rows")
+    try:
+        with _quiet_datasets():
+            table = datasets.load_dataset(
+                builder,
+                data_files=str(path),
+                split="train",
+                cache_dir=None if cache_dir is None else str(cache_dir),
+                **kwargs,
+            )
+    except (datasets.exceptions.DatasetGenerationError, ValueError) as err:
+        cause = err.__cause__ if err.__cause__ is not None else err
+        if isinstance(cause, UnicodeDecodeError):
+            reason = f"not UTF-8 text (byte {cause.start} of a chunk: {cause.reason})"
+        elif "corresponds to no data" in str(cause):
+            reason = "no rows below the header"
+        else:
+            reason = " ".join(str(cause).split()) or type(cause).__name__
+        raise ValueError(f"{argument}: {str(path)!r} cannot be read: {reason}") from err
+    if len(table) == 0:
+        raise ValueError(f"{argument}: {str(path)!r} holds no rows")
+    return table
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def _as_number(value: Any) -> float | None:
+    """A label as a number: numbers, and strings that read as one ("0.5", " 3 "); else
+    None (words, blanks, NaN)."""
+    if _is_number(value):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+    else:
+        return None
+    return None if math.isnan(number) or math.isinf(number) else number
+
+
+def _is_blank(value: Any) -> bool:
+    return (
+        value is None
+        or (isinstance(value, str) and not value.strip())
+        or (_is_number(value) and math.isnan(float(value)))
+    )
+
+
+def _label_key(value: Any) -> str:
+    """The class name of a classification label: whole numbers without a decimal point
+    (``1``, ``1.0`` and ``"1"`` are one class), other values as written."""
+    number = _as_number(value)
+    if number is not None:
+        return str(int(number)) if number == int(number) else repr(number)
+    return str(value).strip()
+
+
+def _rows(values: Sequence[Any], limit: int = 5) -> str:
+    """'row 3', 'rows 3, 7' ... for 0-based indices (rows count from 1, below any header)."""
+    shown = ", ".join(str(i + 1) for i in values[:limit])
+    more = f" and {len(values) - limit} more" if len(values) > limit else ""
+    return ("row " if len(values) == 1 else "rows ") + shown + more
+
+
+def _infer_task_type(labels: Sequence[Any], where: Path, label_column: str) -> str:
+    """``"regression"`` or ``"classification"`` from the training labels.
+
+    Numbers with a fractional part mean regression, whole numbers or words
+    classification. Labels that mix numbers and words, or blank labels, are refused: a
+    regression file with one text label, or ids mixed with names (``1, 0, neg, pos``),
+    would otherwise become a classification task with the wrong classes.
+    """
+    blank = [i for i, v in enumerate(labels) if _is_blank(v)]
+    if blank:
+        raise ValueError(
+            f"{where}: label column {label_column!r} is blank on {_rows(blank)}; expected a "
+            "label on every row"
+        )
+    numbers = [i for i, v in enumerate(labels) if _as_number(v) is not None]
+    words = [i for i, v in enumerate(labels) if _as_number(v) is None]
+    if numbers and words:
+        raise ValueError(
+            f"{where}: label column {label_column!r} mixes numbers "
+            f"({_show([labels[i] for i in numbers])}) and words "
+            f"({_show([labels[i] for i in words])}, {_rows(words)}); expected numbers only "
+            "(a regression target, or class ids) or words only (class names); pass "
+            "task_type='classification' to take every value as a class name"
+        )
+    fractional = any(_as_number(labels[i]) != int(_as_number(labels[i])) for i in numbers)
+    return "regression" if fractional else "classification"
 
 
 def _label_id(value: Any) -> int | None:
@@ -348,9 +465,11 @@ def load_custom(
     """Loads a sentence(-pair) task from CSV, TSV or JSON-lines files.
 
     The task type, unless given, is inferred from the training labels: numbers with a
-    fractional part mean regression, anything else (strings, integers) classification
-    with the sorted distinct training labels as classes. With ``task`` set to a GLUE task,
-    its columns, labels (given by name or id) and metrics apply to the files instead.
+    fractional part mean regression, whole numbers or words classification with the
+    sorted distinct training labels as classes. Labels that mix numbers and words, and
+    blank labels, are refused (unless ``task_type="classification"`` says that every
+    value is a class name). With ``task`` set to a GLUE task, its columns, labels (given
+    by name or id) and metrics apply to the files instead.
 
     Args:
         train_file: training data (``.csv``, ``.tsv`` read without quoting, ``.jsonl``).
@@ -366,8 +485,10 @@ def load_custom(
         (task, DatasetDict with splits ``train`` and ``validation`` in canonical form).
 
     Raises:
-        ValueError: bad arguments, missing columns, labels that do not match the task
+        ValueError: bad arguments; a file that is empty, has no rows or cannot be parsed;
+            missing columns; blank or mixed labels; labels that do not match the task
             (the message names the file and the unexpected labels).
+        FileNotFoundError: a file that does not exist.
     """
     from datasets import Dataset, DatasetDict
 
@@ -390,7 +511,8 @@ def load_custom(
             f"text_columns: expected one or two column names, got {list(text_columns)}"
         )
     files = {"train": Path(train_file), "validation": Path(validation_file)}
-    tables = {split: _read_table(path, cache_dir) for split, path in files.items()}
+    arguments = {"train": "train_file", "validation": "validation_file"}
+    tables = {s: _read_table(files[s], cache_dir, arguments[s]) for s in files}
     labels: dict[str, list] = {}
     for split, table in tables.items():
         missing = [c for c in (*text_columns, label_column) if c not in table.column_names]
@@ -409,17 +531,21 @@ def load_custom(
             split_metrics=glue.split_metrics,
         )
     else:
-        train_labels = [v for v in labels["train"] if v is not None]
+        train_labels = labels["train"]
         if task_type == "auto":
-            numeric = bool(train_labels) and all(_is_number(v) for v in train_labels)
-            fractional = numeric and any(float(v) != int(v) for v in train_labels)
-            task_type = "regression" if fractional else "classification"
+            task_type = _infer_task_type(train_labels, files["train"], label_column)
         if task_type == "regression":
             label_names = None
-        elif all(_is_number(v) for v in train_labels):
-            label_names = [str(v) for v in sorted(set(train_labels))]
         else:
-            label_names = sorted({str(v) for v in train_labels})
+            blank = [i for i, v in enumerate(train_labels) if _is_blank(v)]
+            if blank:
+                raise ValueError(
+                    f"{files['train']}: label column {label_column!r} is blank on "
+                    f"{_rows(blank)}; expected a label on every row"
+                )
+            keys = {_label_key(v) for v in train_labels}
+            numeric = all(_as_number(k) is not None for k in keys)
+            label_names = sorted(keys, key=float) if numeric else sorted(keys)
         out_task = custom_task(name, text_columns, label_names)
 
     out = {}
@@ -436,17 +562,18 @@ def load_custom(
 
 def _custom_labels(task: GlueTask, values: Sequence[Any], where: Path, *, allow_ids: bool) -> list:
     if task.is_regression:
-        bad = [v for v in values if not _is_number(v) or math.isnan(float(v))]
+        bad = [i for i, v in enumerate(values) if _as_number(v) is None]
         if bad:
+            shown = _show(["" if values[i] is None else values[i] for i in bad])
             raise ValueError(
-                f"{where}: labels {_show(bad)} do not match regression task {task.name!r} "
-                "(expected numbers)"
+                f"{where}: labels {shown} ({_rows(bad)}) do not match regression task "
+                f"{task.name!r} (expected numbers)"
             )
-        return [float(v) for v in values]
+        return [_as_number(v) for v in values]
     ids = {n: i for i, n in enumerate(task.label_names)}
     out, unexpected = [], []
     for v in values:
-        key = str(v)
+        key = str(v) if str(v) in ids else _label_key(v)
         if key in ids:
             out.append(ids[key])
         elif allow_ids and _label_id(v) in range(len(ids)):
