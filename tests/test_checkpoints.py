@@ -80,7 +80,10 @@ def test_incomplete_checkpoints_are_skipped_with_a_warning(tmp_path, caplog):
         (lambda c: _cut(c / "rng_state.pth", 0), "rng_state.pth is empty"),
         (lambda c: (c / "trainer_state.json").write_text(""), "trainer_state.json is empty"),
         (lambda c: _cut(c / "trainer_state.json"), "trainer_state.json is not valid JSON"),
-        (lambda c: (c / "trainer_state.json").write_text("{}"), "trainer_state.json records no global_step"),
+        (
+            lambda c: (c / "trainer_state.json").write_text("{}"),
+            "trainer_state.json records no global_step",
+        ),
     ],
 )
 def test_damaged_newest_checkpoint_falls_back_and_names_the_file(tmp_path, caplog, damage, problem):
