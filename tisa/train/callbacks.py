@@ -120,7 +120,9 @@ class MetricsCallback(TrainerCallback):
     """Writes log events to ``metrics.jsonl`` / ``metrics.csv`` in the run folder.
 
     Tokens per second count only the time spent inside training steps (forward,
-    backward, optimiser), not evaluation or checkpointing.
+    backward, optimiser), not evaluation or checkpointing. The training loss is also
+    logged at every checkpoint step (not only every ``logging_steps``), so a resumed run
+    logs exactly what an uninterrupted one logs.
 
     Args:
         run_dir: the run folder.
@@ -147,6 +149,12 @@ class MetricsCallback(TrainerCallback):
             self._train_time += time.perf_counter() - self._step_start
             self._steps += 1
             self._step_start = None
+        # Log at every checkpoint, so that no logging window spans one: a run resumed
+        # there starts a fresh window (the Trainer keeps no partial loss sum in a
+        # checkpoint), and only then does it log the same mean losses as an
+        # uninterrupted run.
+        if control.should_save:
+            control.should_log = True
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
