@@ -22,10 +22,13 @@ The run folder (``--output-dir``) holds::
 
 Checkpoints are atomic (:class:`tisa.checkpoints.AtomicCheckpoints`): each is written into
 ``.staging/`` and renamed to ``checkpoint-<step>`` only when complete, so a folder with that
-name is always a finished checkpoint. ``--resume`` continues from the newest one; since
-masks are a function of (seed, epoch, block) and the Trainer restores the optimiser,
-scheduler, RNG and data position, a resumed run reaches the same weights and losses as an
-uninterrupted one.
+name is always a finished checkpoint. ``--resume`` continues from the newest complete one
+(one damaged since, e.g. cut short by a copy, is skipped with a warning naming the bad
+file), does nothing on a finished run, and says so when there is nothing to resume. Since
+masks are a function of (seed, epoch, block), the Trainer restores the optimiser,
+scheduler, RNG and data position, and the training loss is logged at every checkpoint (so
+no logging window spans a resume), a resumed run reaches the same weights and logs the
+same losses as an uninterrupted one.
 
 The same command runs data-parallel under ``torchrun --nproc_per_node N`` or
 ``accelerate launch`` (NCCL on GPUs, gloo on CPUs); ``--batch-size`` is per process.
@@ -76,7 +79,7 @@ def _holds_run(run: Path) -> bool:
 
 def _resume_point(config: PretrainConfig, run: Path) -> Path | None:
     """Checks the run folder against the config; the checkpoint to resume from (or None)."""
-    from tisa.checkpoints import latest_checkpoint
+    from tisa.checkpoints import check_checkpoint, latest_checkpoint
 
     if config.resume is False:
         if _holds_run(run) and not config.overwrite:
@@ -85,6 +88,17 @@ def _resume_point(config: PretrainConfig, run: Path) -> Path | None:
                 "or --overwrite to start over"
             )
         return None
+    _check_resume_settings(config, run)
+    if isinstance(config.resume, str):
+        return check_checkpoint(config.resume, "resume")  # names a missing or damaged file
+    found = latest_checkpoint(run)  # the newest complete one; damaged ones are named
+    if found is None:
+        logger.warning("resume: no complete checkpoint in %s; starting from scratch", run)
+    return found
+
+
+def _check_resume_settings(config: PretrainConfig, run: Path) -> None:
+    """Refuses to resume a run started with other settings of :data:`RESUME_KEYS`."""
     saved = run / "pretrain_config.json"
     if saved.is_file():
         previous = json.loads(saved.read_text()).get("config", {})
@@ -97,12 +111,16 @@ def _resume_point(config: PretrainConfig, run: Path) -> Path | None:
             raise ValueError(
                 "resume: the run was started with other settings (" + "; ".join(changed) + ")"
             )
-    if isinstance(config.resume, str):
-        ckpt = Path(config.resume)
-        if not ckpt.is_dir() or not (ckpt / "trainer_state.json").is_file():
-            raise ValueError(f"resume: {config.resume!r} is not a checkpoint folder")
-        return ckpt
-    return latest_checkpoint(run)
+
+
+def _finished_step(run: Path) -> int | None:
+    """The step a finished run in ``run`` ended at (its results.json), else None."""
+    from tisa.checkpoints import marker_complete
+
+    if not marker_complete(run / "results.json") or not (run / "model").is_dir():
+        return None
+    step = json.loads((run / "results.json").read_text()).get("step")
+    return step if isinstance(step, int) else None
 
 
 def _tensorboard_wanted(flag: bool | None) -> bool:
@@ -224,8 +242,9 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
         ValueError: bad configuration, a run folder in the way, a corpus too small for
             one batch, or an unreadable tokenizer / corpus.
     """
-    from transformers import Trainer, set_seed
+    from transformers import Trainer, TrainerState, set_seed
 
+    from tisa._validate import check_output_dir
     from tisa.analysis.extract import has_absolute_positions
     from tisa.checkpoints import AtomicCheckpoints, clear_run, staging_folder, trainer_step
     from tisa.data.corpus import load_corpus
@@ -241,8 +260,23 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
 
     if not isinstance(config, PretrainConfig):
         raise ValueError(f"config must be a PretrainConfig, got {type(config).__name__}")
-    run = Path(config.output_dir)
+    run = check_output_dir(config.output_dir, "output_dir")
+    done = _finished_step(run) if config.resume is True else None
+    if done is not None and done >= config.max_steps:
+        _check_resume_settings(config, run)
+        logger.warning(
+            "resume: %s holds a finished run (step %d, max_steps %d); nothing to do",
+            run,
+            done,
+            config.max_steps,
+        )
+        return run
     checkpoint = _resume_point(config, run)  # read-only: every process checks the same
+    if checkpoint is not None and trainer_step(checkpoint) > config.max_steps:
+        raise ValueError(
+            f"max_steps: {checkpoint} is at step {trainer_step(checkpoint)}, beyond "
+            f"max_steps={config.max_steps}; raise max_steps or resume an older checkpoint"
+        )
     args = _training_arguments(config, run)  # sets up the process group under torchrun
     with args.main_process_first(desc="preparing the run folder"):
         if args.process_index == 0:
@@ -343,7 +377,13 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
     if checkpoint is not None:
         logger.info("resuming from %s", checkpoint)
     start = time.perf_counter()
-    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+    if checkpoint is not None and trainer_step(checkpoint) == config.max_steps:
+        # Training ended there but the run stopped before saving its model. The Trainer,
+        # resumed at max_steps, would take one step more; load the checkpoint instead.
+        trainer._load_from_checkpoint(str(checkpoint))
+        trainer.state = TrainerState.load_from_json(str(checkpoint / "trainer_state.json"))
+    else:
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
     wall = time.perf_counter() - start
     step = trainer.state.global_step
     logged = [e for e in trainer.state.log_history if "eval_loss" in e and e.get("step") == step]
@@ -370,7 +410,7 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
 def pretrain_or_reuse(config: PretrainConfig, *, must_match: Sequence[str] = ()) -> Path:
     """A finished run in ``config.output_dir`` as it is, or the run trained to the end.
 
-    A finished run (its ``model/`` is there) is reused; an interrupted one resumes from
+    A finished run (its ``results.json`` is there) is reused; an interrupted one resumes from
     its newest complete checkpoint; anything else in the folder is started over. This is
     what the demo and the benchmarks do with their fixed run folders. ``config.resume``
     and ``config.overwrite`` are chosen here.
@@ -386,7 +426,7 @@ def pretrain_or_reuse(config: PretrainConfig, *, must_match: Sequence[str] = ())
     from tisa.checkpoints import run_status
 
     run = Path(config.output_dir)
-    status = run_status(run, finished="model")
+    status = run_status(run, finished="results.json")  # written last, after model/
     if status.action == "reuse":
         trained = json.loads((run / "pretrain_config.json").read_text())["config"]
         changed = [k for k in must_match if trained.get(k) != getattr(config, k)]
