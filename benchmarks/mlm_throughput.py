@@ -164,9 +164,16 @@ def main() -> None:
             wall[name].append((time.perf_counter() - w0) / args.steps)
             cpu[name].append((time.process_time() - c0) / args.steps)
 
+    from tisa.train.precision import bf16_support
+
+    support = bf16_support()
     tokens = args.batch_size * args.seq_len
     print(
-        f"\nsize={args.size} L={args.seq_len} B={args.batch_size} V={args.vocab_size} "
+        f"\nbf16 here: {'native' if support.native else 'emulated'} ({support.reason}); "
+        f"tisa pretrain defaults to {'bf16' if support.native else 'float32'}"
+    )
+    print(
+        f"size={args.size} L={args.seq_len} B={args.batch_size} V={args.vocab_size} "
         f"device={device} threads={torch.get_num_threads()} attn={args.attn} "
         f"rounds={args.rounds} x steps={args.steps}"
     )

@@ -40,7 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-steps", type=int, default=250)
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--bf16",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="bfloat16 autocast (default: where the machine computes it natively)",
+    )
     args = parser.parse_args(argv)
 
     from tisa.analysis.training import read_ti_log
@@ -64,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             bf16=args.bf16,
             progress=False,
         )
-        action = run_status(config.output_dir, finished="model").action
+        action = run_status(config.output_dir, finished="results.json").action
         print(f"== pretraining {position}: {action}", flush=True)
         try:  # a finished run is reused (if trained with this budget), a broken one resumed
             runs[position] = pretrain_or_reuse(config, must_match=("max_steps", "seq_len"))

@@ -154,9 +154,11 @@ def _training_arguments(config: PretrainConfig, run: Path):
     from transformers import TrainingArguments
 
     from tisa.checkpoints import staging_folder
+    from tisa.train.precision import resolve_bf16
 
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     warmup = config.warmup if config.warmup < 1 else int(config.warmup)
+    bf16 = resolve_bf16(config.bf16)  # where the machine computes it natively
     return TrainingArguments(
         # checkpoints are written there and renamed into the run (AtomicCheckpoints)
         output_dir=str(staging_folder(run)),
@@ -182,12 +184,12 @@ def _training_arguments(config: PretrainConfig, run: Path):
         remove_unused_columns=False,
         dataloader_num_workers=config.num_workers,
         dataloader_pin_memory=torch.cuda.is_available(),
-        bf16=config.bf16,
+        bf16=bf16,
         disable_tqdm=not config.progress,
         report_to="none",  # TensorBoard: _tensorboard_callbacks
         # Without GPUs, data parallelism (gloo) and bf16 autocast need the Trainer's CPU
         # mode; without it the processes would train side by side without synchronising.
-        use_cpu=(distributed or config.bf16) and not torch.cuda.is_available(),
+        use_cpu=(distributed or bf16) and not torch.cuda.is_available(),
         ddp_backend="gloo" if distributed and not torch.cuda.is_available() else None,
         ddp_find_unused_parameters=False if distributed else None,
     )
@@ -350,6 +352,7 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
         "positional_parameters": positional_parameters(model),
         "absolute_positions": has_absolute_positions(model),
         "world_size": args.world_size,
+        "bf16": bool(args.bf16),
         "tokens_per_step": tokens_per_step,
         "train_blocks": len(train_blocks),
         "eval_blocks": len(eval_blocks),

@@ -82,7 +82,10 @@ class PretrainConfig:
         num_kernels: RBF kernels per head (TISA schemes).
         max_train_blocks: use only the first N training blocks.
         max_eval_blocks: evaluate on the first N validation blocks.
-        bf16: bfloat16 autocast (GPUs with bf16, CPUs with AVX512-BF16 or AMX).
+        bf16: bfloat16 autocast; default: where the machine computes it natively (GPUs
+            with bf16, CPUs with AVX512-BF16 or AMX), float32 elsewhere, where bf16 is
+            emulated and many times slower (:mod:`tisa.train.precision`; asking for it
+            there is warned about).
         attn_implementation: attention of the stock layers: sdpa or eager.
         num_workers: data-loader worker processes.
         progress: show progress bars.
@@ -128,7 +131,7 @@ class PretrainConfig:
     num_kernels: int = 5
     max_train_blocks: int | None = None
     max_eval_blocks: int | None = None
-    bf16: bool = False
+    bf16: bool | None = None
     attn_implementation: str = "sdpa"
     num_workers: int = 0
     progress: bool = True
