@@ -10,14 +10,23 @@ from tisa.cli.args import add_config_arguments, config_from_args
 from tisa.train.glue import GlueConfig, run_glue
 from tisa.train.glue_results import summary_markdown
 
+#: What to do after Ctrl-C (printed by :func:`tisa.cli.main`).
+INTERRUPTED = (
+    "finished runs are kept; rerun the same command to resume the interrupted run "
+    "from its last checkpoint"
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser, GlueConfig, exclusive=[("epochs", "max_steps")])
 
 
 def run(args: argparse.Namespace) -> int:
-    results = run_glue(config_from_args(GlueConfig, args))
+    config = config_from_args(GlueConfig, args)
+    results = run_glue(config)
     if is_main_process():
+        if results.trained == 0:
+            print(f"nothing to train: the {len(results.runs)} runs in {config.output_dir} are done")
         print(summary_markdown(results.summary), end="")
         for name, path in results.files.items():
             print(f"{name}: {path}")

@@ -14,9 +14,14 @@ Hugging Face Trainer, evaluates on the task's dev set(s) and writes its result::
       results.png                            scores and relative error reductions
 
 A run's ``result.json`` is written atomically when the run ends; a rerun skips runs that
-have one and resumes an interrupted run from its last checkpoint. Relative error
-reduction against the baseline variant: ``(err_base - err) / err_base`` with
-``err = 1 - score`` (every GLUE metric is bounded above by 1).
+have one (an empty or unreadable one counts as not done) and resumes an interrupted run
+from its newest complete checkpoint. Checkpoints are atomic as in pretraining: the
+Trainer writes into ``checkpoints/.staging/`` and :class:`tisa.checkpoints.
+AtomicCheckpoints` renames each finished one to ``checkpoint-<step>``, so a kill during a
+save never leaves a partial checkpoint to resume from (one left by an older version is
+skipped, with a warning naming the bad file). Relative error reduction against the
+baseline variant: ``(err_base - err) / err_base`` with ``err = 1 - score`` (every GLUE
+metric is bounded above by 1).
 
 The experiment is declared by :class:`~tisa.train.glue_config.GlueConfig`; its results
 are summarised by :mod:`tisa.train.glue_results`. From Python::
@@ -30,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import logging
 import os
 import shutil
 from collections.abc import Sequence
@@ -53,9 +59,12 @@ from tisa.train.glue_results import (
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
-
-    from tisa.checkpoints import RunStatus
+    from transformers import (
+        PretrainedConfig,
+        PreTrainedModel,
+        PreTrainedTokenizerBase,
+        TrainerCallback,
+    )
 
 __all__ = [
     "VARIANTS",
@@ -70,6 +79,9 @@ __all__ = [
 ]
 
 
+logger = logging.getLogger(__name__)
+
+
 @dataclass
 class GlueResults:
     """What :func:`run_glue` returns.
@@ -79,11 +91,13 @@ class GlueResults:
         summary: one row per (task, variant) with medians over seeds (see
             :func:`summarize`), plus a ``"glue"`` average row per variant with several tasks.
         files: name (``"markdown"``, ``"csv"``, ``"json"``, ``"plot"``) -> written path.
+        trained: how many runs this call trained (0: every run was finished already).
     """
 
     runs: list[dict[str, Any]]
     summary: list[dict[str, Any]]
     files: dict[str, Path] = field(default_factory=dict)
+    trained: int = 0
 
 
 # --------------------------------------------------------------------------------------
@@ -113,13 +127,22 @@ def run_dir(output_dir: str | Path, task: str, variant: str, seed: int) -> Path:
     return Path(output_dir) / "runs" / task / variant / f"seed-{seed}"
 
 
-def _status(config: GlueConfig, task: str, variant: str, seed: int) -> RunStatus:
-    """Finished (a ``result.json``), interrupted (resumes from its newest checkpoint, as
-    the Trainer would pick it) or not started."""
-    from tisa.checkpoints import run_status
-
-    folder = run_dir(config.output_dir, task, variant, seed)
-    return run_status(folder, finished="result.json", checkpoints="checkpoints", complete=False)
+def _load_result(path: Path, *, warn: bool = False) -> dict[str, Any] | None:
+    """A finished run's ``result.json``; None when there is none, or when it is empty, cut
+    short or without metrics and score (such a run counts as not done and is redone;
+    ``warn`` says so)."""
+    if not path.is_file():
+        return None
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        result["metrics"] = {k: _nan(v) for k, v in result["metrics"].items()}
+        result["score"] = _nan(result["score"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        if warn:
+            problem = "is empty" if path.stat().st_size == 0 else f"is no run result ({err})"
+            logger.warning("%s %s; the run counts as not done and is trained again", path, problem)
+        return None
+    return result
 
 
 def _check_settings(config: GlueConfig, *, write: bool = False) -> None:
@@ -129,7 +152,15 @@ def _check_settings(config: GlueConfig, *, write: bool = False) -> None:
     path = Path(config.output_dir) / "settings.json"
     now = json_ready(config.settings())
     tisa_now = {v: json_ready(config.tisa_settings()) for v in config.variants if v != "none"}
-    before = json.loads(path.read_text()) if path.is_file() else None
+    before = None
+    if path.is_file():
+        try:
+            before = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(
+                f"output_dir: {str(path)!r} is not valid JSON ({err}), so the settings of the "
+                "runs there are unknown; restore it or use another output folder"
+            ) from None
     if before is not None:
         tisa_before = before.pop("tisa_variants", {})
         diff = [(k, before.get(k), now[k]) for k in now if before.get(k) != now[k]]
@@ -212,9 +243,15 @@ def _build_model(
     if not task.is_regression:
         kwargs["id2label"] = dict(enumerate(task.label_names))
         kwargs["label2id"] = {n: i for i, n in enumerate(task.label_names)}
-    model = AutoModelForSequenceClassification.from_pretrained(
-        config.model, ignore_mismatched_sizes=True, **kwargs
-    )
+    from safetensors import SafetensorError
+
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(
+            config.model, ignore_mismatched_sizes=True, **kwargs
+        )
+    except (OSError, ValueError, SafetensorError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"model: cannot load {config.model!r} ({first})") from err
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     if variant != "none":
@@ -229,11 +266,56 @@ def _build_model(
     return model
 
 
-def _check_max_length(config: GlueConfig) -> None:
-    """Absolute position embeddings cap the sequence length (unless TISA replaces them)."""
+def _model_config(config: GlueConfig) -> PretrainedConfig:
+    """The model's configuration; a ``ValueError`` naming ``model`` when it cannot be read
+    (a missing folder, a file, a folder without config.json, an unknown Hub id)."""
     from transformers import AutoConfig
 
-    limit = getattr(AutoConfig.from_pretrained(config.model), "max_position_embeddings", None)
+    import tisa.hf  # noqa: F401  (registers the TISA model types with AutoConfig)
+
+    name = config.model
+    path = Path(name).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ValueError(
+            f"model: {name!r} is a file; expected a model folder (save_pretrained) or a "
+            "Hugging Face Hub id"
+        )
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise ValueError(f"model: folder {name!r} holds no config.json, so no saved model")
+    if path.is_dir():  # weights cut short fail here, not after the data is prepared
+        from tisa.checkpoints import tensor_file_problems
+
+        problems = [p for f in sorted(path.iterdir()) for p in tensor_file_problems(f)]
+        if problems:
+            raise ValueError(f"model: folder {name!r}: " + "; ".join(problems))
+    if not path.exists() and (name.startswith((".", "/", "~")) or name.count("/") > 1):
+        raise ValueError(f"model: no such folder: {name!r}")
+    try:
+        return AutoConfig.from_pretrained(name)
+    except (OSError, ValueError, KeyError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        where = "folder" if path.is_dir() else "model folder nor a reachable Hugging Face Hub id"
+        raise ValueError(f"model: {name!r} is not a readable {where} ({first})") from err
+
+
+def _tokenizer(config: GlueConfig) -> PreTrainedTokenizerBase:
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(config.model)
+    except (OSError, ValueError, TypeError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(
+            f"model: no tokenizer could be loaded from {config.model!r} ({first})"
+        ) from err
+    if tokenizer.pad_token is None:  # e.g. GPT-2: pad with the end-of-text token
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def _check_max_length(config: GlueConfig, model_config: PretrainedConfig) -> None:
+    """Absolute position embeddings cap the sequence length (unless TISA replaces them)."""
+    limit = getattr(model_config, "max_position_embeddings", None)
     capped = [v for v in config.variants if v != "remove"]
     if limit is not None and capped and config.max_length > limit:
         raise ValueError(
@@ -256,19 +338,25 @@ def _fine_tune(
     import torch
     from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
 
+    from tisa.checkpoints import AtomicCheckpoints, latest_checkpoint, staging_folder
     from tisa.data.glue import compute_metrics
     from tisa.hf import TisaTrainer, positional_parameters, scoring_movement, scoring_snapshot
+    from tisa.train.precision import resolve_bf16
 
     folder = run_dir(config.output_dir, task.name, variant, seed)
     checkpoints = folder / "checkpoints"
-    last = _status(config, task.name, variant, seed).checkpoint
+    last = latest_checkpoint(checkpoints)  # the newest complete one; damaged ones are named
+    if _is_main_process():
+        shutil.rmtree(staging_folder(checkpoints), ignore_errors=True)  # remains of a crash
+    bf16 = resolve_bf16(config.bf16)
 
     set_seed(seed)  # the classifier head and TISA parameters start from this seed
     model = _build_model(config, task, variant, tokenizer)
     positional = positional_parameters(model)
     start = scoring_snapshot(model)  # taken before a resume loads trained values
     args = TrainingArguments(
-        output_dir=str(checkpoints),
+        # checkpoints are written there and renamed into checkpoints/ (AtomicCheckpoints)
+        output_dir=str(staging_folder(checkpoints)),
         per_device_train_batch_size=config.batch_size,
         per_device_eval_batch_size=config.eval_batch_size or config.batch_size,
         learning_rate=config.learning_rate,
@@ -284,7 +372,8 @@ def _fine_tune(
         logging_steps=config.logging_steps,
         report_to="none",
         disable_tqdm=False,
-        bf16=config.bf16,
+        bf16=bf16,
+        use_cpu=bf16 and not torch.cuda.is_available(),  # CPU autocast needs the CPU mode
         dataloader_pin_memory=torch.cuda.is_available(),
     )
     extra = {} if variant == "none" else {"tisa_learning_rate": config.tisa_learning_rate}
@@ -294,7 +383,7 @@ def _fine_tune(
         train_dataset=encoded["train"],
         data_collator=DataCollatorWithPadding(tokenizer),
         processing_class=tokenizer,
-        callbacks=list(callbacks),
+        callbacks=[AtomicCheckpoints(checkpoints), *callbacks],
         **extra,
     )
     train_output = trainer.train(resume_from_checkpoint=None if last is None else str(last))
@@ -336,59 +425,51 @@ def _fine_tune(
 # --------------------------------------------------------------------------------------
 # the experiment
 # --------------------------------------------------------------------------------------
-def _read_result(path: Path) -> dict[str, Any]:
-    result = json.loads(path.read_text())
-    result["metrics"] = {k: _nan(v) for k, v in result["metrics"].items()}
-    result["score"] = _nan(result["score"])
-    return result
-
-
 def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -> GlueResults:
     """Runs every (task, variant, seed) of ``config`` not finished yet, then summarises.
 
     Finished runs (a ``result.json`` in their folder) are skipped; an interrupted run
-    resumes from its last Trainer checkpoint. Tables and the plot are rewritten after
-    every finished run, so they always show what is done.
+    resumes from its newest complete checkpoint. Tables and the plot are rewritten after
+    every finished run, so they always show what is done. Everything that can be checked
+    is checked before the first run trains: the output folder, the settings of the runs
+    already there, the model, and the data of every task with runs to do.
 
     Args:
         config: the experiment.
         callbacks: extra ``transformers.TrainerCallback`` objects given to every Trainer.
 
     Returns:
-        The runs, the summary rows and the paths of the written tables.
+        The runs, the summary rows, the paths of the written tables and how many runs
+        were trained.
 
     Raises:
-        ValueError: bad settings or data (also settings that differ from those of the
-            runs already in ``config.output_dir``).
+        ValueError: bad settings, model or data (also settings that differ from those of
+            the runs already in ``config.output_dir``, and an output folder that is a
+            file or cannot be written).
         FileNotFoundError: missing data (the message says how to get it).
     """
-    from transformers import AutoTokenizer
+    from tisa._validate import check_output_dir
 
+    check_output_dir(config.output_dir, "output_dir")
     _check_settings(config)
     main = _is_main_process()
     plan = [(t, v, s) for t in config.tasks for v in config.variants for s in config.seeds]
-
-    def done(t: str, v: str, s: int) -> bool:
-        return _status(config, t, v, s).finished
-
-    pending_tasks = [t for t in config.tasks if not all(done(*r) for r in plan if r[0] == t)]
+    pending = [r for r in plan if _load_result(_result_path(config, *r), warn=True) is None]
+    pending_tasks = list(dict.fromkeys(t for t, _, _ in pending))
+    tokenizer = None
+    if pending_tasks:  # the model first: it is quick to check and often mistyped
+        _check_max_length(config, _model_config(config))
     # load every pending task first, so missing data fails before hours of training
     with _main_process_first():  # downloads and dataset caches: once, by rank 0
         data = {t: _load_task(config, t) for t in pending_tasks}
-    tokenizer = None
     if pending_tasks:
-        import tisa.hf  # noqa: F401  (AutoTokenizer / Auto models read saved TISA models)
-
-        _check_max_length(config)
-        tokenizer = AutoTokenizer.from_pretrained(config.model)
-        if tokenizer.pad_token is None:  # e.g. GPT-2: pad with the end-of-text token
-            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer = _tokenizer(config)
         _check_settings(config, write=True)  # every check passed: training starts
 
     files: dict[str, Path] = {}
     with tqdm(
         total=len(plan),
-        initial=sum(done(*r) for r in plan),
+        initial=len(plan) - len(pending),
         desc="GLUE runs",
         unit="run",
         disable=not main,
@@ -397,34 +478,32 @@ def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -
             task, dataset = data[task_name]
             with _main_process_first():
                 encoded = _encode(config, task, dataset, tokenizer)
-            for variant in config.variants:
-                for seed in config.seeds:
-                    if done(task_name, variant, seed):
-                        continue
-                    bar.set_postfix_str(f"{task_name} {variant} seed {seed}")
-                    result = _fine_tune(config, task, encoded, tokenizer, variant, seed, callbacks)
-                    if main:
-                        folder = run_dir(config.output_dir, task_name, variant, seed)
-                        write_json(folder / "result.json", result)
-                        if not config.keep_checkpoints:
-                            shutil.rmtree(folder / "checkpoints", ignore_errors=True)
-                        files = _write_tables(config, _collect(config, plan))
-                    bar.update()
+            for _, variant, seed in (r for r in pending if r[0] == task_name):
+                bar.set_postfix_str(f"{task_name} {variant} seed {seed}")
+                result = _fine_tune(config, task, encoded, tokenizer, variant, seed, callbacks)
+                if main:
+                    path = _result_path(config, task_name, variant, seed)
+                    write_json(path, result)
+                    if not config.keep_checkpoints:
+                        shutil.rmtree(path.parent / "checkpoints", ignore_errors=True)
+                    files = _write_tables(config, _collect(config, plan))
+                bar.update()
 
     runs = _collect(config, plan)
     summary = summarize(runs, config.baseline_variant)
     if main and runs:
         files = _write_tables(config, runs)
-    return GlueResults(runs=runs, summary=summary, files=files)
+    return GlueResults(runs=runs, summary=summary, files=files, trained=len(pending))
+
+
+def _result_path(config: GlueConfig, task: str, variant: str, seed: int) -> Path:
+    return run_dir(config.output_dir, task, variant, seed) / "result.json"
 
 
 def _collect(config: GlueConfig, plan: Sequence[tuple[str, str, int]]) -> list[dict[str, Any]]:
-    runs = []
-    for t, v, s in plan:
-        path = run_dir(config.output_dir, t, v, s) / "result.json"
-        if path.is_file():
-            runs.append(_read_result(path))
-    return runs
+    """The results of the finished runs of ``plan``, in its order."""
+    found = (_load_result(_result_path(config, *r)) for r in plan)
+    return [r for r in found if r is not None]
 
 
 def _write_tables(config: GlueConfig, runs: Sequence[dict[str, Any]]) -> dict[str, Path]:

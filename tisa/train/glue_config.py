@@ -126,7 +126,9 @@ class GlueConfig:
         task_type: custom files: classification or regression (auto: from the labels).
         save_steps: Trainer checkpoint interval (steps) for resuming interrupted runs.
         logging_steps: Trainer logging interval (steps).
-        bf16: train in bfloat16 mixed precision (GPU).
+        bf16: train under bfloat16 autocast: fast on GPUs with bf16 and on CPUs with
+            AVX512-BF16 or AMX; elsewhere emulated, many times slower, and warned about
+            (:mod:`tisa.train.precision`).
         keep_checkpoints: keep a finished run's last checkpoint (default: delete it).
         plot: write ``results.png``.
     """
