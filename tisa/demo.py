@@ -47,6 +47,8 @@ class DemoConfig:
     glue_steps: int = 40
 
     def __post_init__(self) -> None:
+        if not str(self.output_dir):
+            raise ValueError("output_dir must be a folder path, got an empty string")
         object.__setattr__(self, "output_dir", str(self.output_dir))
         for name in ("seed", "pretrain_steps", "glue_steps"):
             check_int(getattr(self, name), name, minimum=0)
@@ -306,10 +308,18 @@ def _benchmark_section(out: Path, config: DemoConfig, summary_rows: list[list]) 
 
 
 def run_demo(config: DemoConfig = DemoConfig()) -> Path:
-    """Runs every part of the demo and writes ``report.html``; returns its path."""
+    """Runs every part of the demo and writes ``report.html``; returns its path.
+
+    Raises:
+        ValueError: bad settings, or an output folder that is a file or cannot be written
+            (checked before anything runs).
+    """
+    from tisa._validate import check_output_dir
     from tisa.reports.html import write_report
 
-    out = Path(config.output_dir)
+    if not isinstance(config, DemoConfig):
+        raise ValueError(f"config must be a DemoConfig, got {type(config).__name__}")
+    out = check_output_dir(config.output_dir, "output_dir")
     out.mkdir(parents=True, exist_ok=True)
     summary_rows: list[list] = []
     started = time.time()

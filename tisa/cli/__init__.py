@@ -4,12 +4,21 @@ Each subcommand module (``tisa.cli.<name>``) exposes::
 
     def add_arguments(parser) -> None          # its options, derived from a config dataclass
     def run(args: argparse.Namespace) -> int   # builds the config, calls the library, prints
+    INTERRUPTED: str                           # what to do after Ctrl-C (optional)
 
 Options come from the fields of the library's config dataclasses (:mod:`tisa.cli.args`),
-so each setting is declared once. User errors raised by the library (``ValueError``,
-``FileNotFoundError``) become one line, ``tisa <command>: error: ...``, and exit code 2,
-here in :func:`main`. Modules are imported lazily so that ``tisa --help`` stays fast and a
-subcommand's heavy imports (transformers, matplotlib) are paid only when it runs.
+so each setting is declared once. Everything a user can get wrong ends in one place,
+:func:`main`, without a traceback:
+
+* the output folder (every command's ``--output-dir``) is checked before any work: a file
+  there, or a folder that cannot be written, is an error at once, not after the run;
+* user errors raised by the library (``ValueError``, ``FileNotFoundError``) become one
+  line, ``tisa <command>: error: ...``, and exit code 2;
+* Ctrl-C becomes one line saying how to continue (the command's ``INTERRUPTED``) and
+  exit code 130, the shell's code for SIGINT.
+
+Modules are imported lazily so that ``tisa --help`` stays fast and a subcommand's heavy
+imports (transformers, matplotlib) are paid only when it runs.
 """
 
 from __future__ import annotations
@@ -57,6 +66,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 #: What the library raises for input it cannot use: reported as a message, not a traceback.
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError)
 
+#: Exit code after Ctrl-C: 128 + SIGINT, what shells report for a process it ended.
+INTERRUPTED_EXIT = 130
+
 
 def is_main_process() -> bool:
     """True on the process that prints (rank 0 under torchrun / accelerate launch)."""
@@ -79,12 +91,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         if name == command:
             module = importlib.import_module(path)
             module.add_arguments(p)
-            p.set_defaults(_run=module.run)
+            hint = getattr(module, "INTERRUPTED", "nothing was kept; rerun the command")
+            p.set_defaults(_run=module.run, _interrupted=hint)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Runs ``tisa``; returns the exit code (2 for bad input, with a one-line message)."""
+    """Runs ``tisa``; returns the exit code (2 for bad input and 130 after Ctrl-C, each
+    with a one-line message)."""
+    from tisa._validate import check_output_dir
+
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(command if command in SUBCOMMANDS else None)
@@ -93,7 +109,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        if getattr(args, "output_dir", None) is not None:
+            check_output_dir(args.output_dir, "--output-dir")
         return int(args._run(args) or 0)
     except USER_ERRORS as err:
         print(f"tisa {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"\ntisa {args.command}: interrupted; {args._interrupted}", file=sys.stderr)
+        return INTERRUPTED_EXIT

@@ -18,9 +18,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from tisa._validate import check_output_file
     from tisa.files import write_atomic
 
     cfg = config_from_args(AttentionBenchConfig, args)
+    if args.output:
+        check_output_file(args.output, "--output")  # before the run, not after it
     rows = run_attention_benchmark(cfg)
     table = format_table(rows)
     print(

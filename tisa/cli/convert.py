@@ -10,6 +10,12 @@ from tisa.cli.args import add_config_arguments, config_from_args
 from tisa.convert.convert import ConvertConfig, convert
 from tisa.convert.distill import DistillSettings
 
+#: What to do after Ctrl-C (printed by :func:`tisa.cli.main`).
+INTERRUPTED = (
+    "rerun the same command to continue (the fit is reused and distillation resumes "
+    "from its last checkpoint)"
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser, ConvertConfig)

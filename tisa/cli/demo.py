@@ -8,6 +8,9 @@ import argparse
 from tisa.cli.args import add_config_arguments, config_from_args
 from tisa.demo import DemoConfig, run_demo
 
+#: What to do after Ctrl-C (printed by :func:`tisa.cli.main`).
+INTERRUPTED = "finished parts are kept; rerun the same command to continue"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser, DemoConfig)

@@ -9,6 +9,9 @@ from tisa.cli import is_main_process
 from tisa.cli.args import add_config_arguments, config_from_args
 from tisa.train.pretrain import PretrainConfig, pretrain
 
+#: What to do after Ctrl-C (printed by :func:`tisa.cli.main`).
+INTERRUPTED = "checkpoints are kept; continue with the same command and --resume"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_config_arguments(parser, PretrainConfig)
