@@ -405,13 +405,14 @@ def test_dropout_drops_and_rescales(backend):
 # ---------------------------------------------------------------- sdpa in blocks
 
 
-@pytest.mark.parametrize("plan", [(1, 5), (2, 3), (3, 64)])
+@pytest.mark.parametrize("plan", [(1, 1, 5), (1, 3, 4), (2, 4, 3), (3, 4, 64)])
 @pytest.mark.parametrize("case", ["plain", "padding+causal", "float"])
 def test_sdpa_backward_in_many_blocks_matches_eager(monkeypatch, plan, case):
-    """Blocks that split the batch and the query rows: every block's table gradient must
-    land on its own heads and columns."""
+    """Blocks (batch elements, heads, query rows) that split the batch, the heads (3 + 1)
+    and the rows: every block's table gradient must land on its own heads and columns."""
     from tisa import attention as attention_module
 
+    plan = attention_module._Plan(*plan)
     monkeypatch.setattr(attention_module, "_block_plan", lambda q, k, v, add: plan)
     b, h, lq, lk = 3, 4, 13, 21
     q, k, v = make_inputs(b, h, lq, lk, 8, grad=True)
@@ -437,11 +438,12 @@ def test_sdpa_backward_in_many_blocks_matches_eager(monkeypatch, plan, case):
 def test_sdpa_default_blocks_at_length_512_match_eager():
     from tisa import attention as attention_module
 
-    b, h, length = 2, 3, 512
+    b, h, length = 2, 12, 512
     q, k, v = make_inputs(b, h, length, length, 16, grad=True)
     plan = attention_module._block_plan(q, k, v, None)
-    blocks = list(attention_module._blocks(plan, b, length))
-    assert len(blocks) > 2 and len({start for _, start, _ in blocks}) > 1
+    blocks = list(attention_module._blocks(plan, b, h, length))
+    assert len({start for *_, start, _ in blocks}) > 1  # several blocks of rows
+    assert len({bs.start for bs, *_ in blocks}) > 1  # and of batch elements
     s = sharp_rbf(h)
     grads = {}
     for backend in ("eager", "sdpa"):
@@ -476,7 +478,7 @@ def test_sdpa_never_builds_a_full_bias():
     s = sharp_rbf(h)
     mask = padding_mask(b, length)[:, None, None, :]
     plan = attention_module._block_plan(q, k, v, mask)
-    assert plan[0] * plan[1] < length  # the plan itself stays under one (H, L, L) bias
+    assert plan.batch * plan.heads * plan.rows < h * length  # blocks under one (H, L, L) bias
     with Largest():
         out = attention(q, k, v, s, mask=mask, causal=True, backend="sdpa")
         out.sum().backward()
@@ -484,3 +486,57 @@ def test_sdpa_never_builds_a_full_bias():
     with Largest():  # and the eager backend does build it (the check can fail)
         attention(q, k, v, s, backend="eager").sum().backward()
     assert Largest.largest >= limit
+
+
+def test_rows_without_keys_are_found_from_table_and_mask():
+    """Every way the table and the mask can mask a whole row, against brute force."""
+    from tisa import attention as attention_module
+
+    lq, lk, h = 6, 9, 2
+    g = torch.Generator().manual_seed(0)
+    finite = torch.randn(h, lq + lk - 1, generator=g)
+    window = finite.masked_fill((bias.offsets(lq, lk).abs() > 1)[None], NEG)  # |j - i| <= 1
+    window[1] = NEG  # head 1 sees nothing at all
+    tables = {
+        "finite": finite,
+        "causal": attention_module._causal_table(finite, lk),
+        "window": window,
+    }
+    padding = torch.zeros(3, 1, 1, lk)
+    padding[1, ..., 3:] = NEG
+    padding[2] = NEG
+    rows = torch.zeros(3, 1, lq, lk)
+    rows[0, 0, 2, :] = NEG
+    rows[1, 0, :, :5] = NEG
+    for name, tab in tables.items():
+        for mask in (None, padding, rows):
+            got = attention_module._dead_rows(tab, mask, lq, lk)
+            keep = ~torch.isneginf(bias.expand(tab, lq, lk))[None]  # (1, H, Lq, Lk)
+            if mask is not None:
+                keep = keep & ~torch.isneginf(mask)
+            expected = ~keep.any(-1, keepdim=True)
+            if not expected.any():
+                assert got is None, name
+            else:
+                torch.testing.assert_close(got.expand_as(expected), expected, msg=name)
+
+
+def test_a_table_that_masks_trains_like_eager():
+    """A table with -inf (a hard window) and padding: rows that see nothing train to 0."""
+    lq = lk = 11
+    q, k, v = make_inputs(2, 2, lq, lk, 8, grad=True)
+    base = torch.randn(2, lq + lk - 1)
+    window = base.masked_fill((bias.offsets(lq, lk).abs() > 2)[None], NEG).requires_grad_()
+    keep = torch.ones(2, 1, 1, lk, dtype=torch.bool)
+    keep[0, ..., :6] = False  # query 0..3 of sequence 0 have no key in their window
+    grads = {}
+    for backend in ("eager", "sdpa"):
+        for t in (q, k, v, window):
+            t.grad = None
+        out = attention(q, k, v, window, mask=keep, backend=backend)
+        out.backward(torch.randn_like(out, generator=torch.Generator().manual_seed(1)))
+        grads[backend] = [out.detach(), q.grad, k.grad, v.grad, window.grad]
+    assert (grads["sdpa"][0][0, :, :4] == 0).all()
+    for a, e in zip(grads["sdpa"], grads["eager"]):
+        assert torch.isfinite(a).all()
+        torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-4)

@@ -55,7 +55,7 @@ import functools
 import math
 import os
 import warnings
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -366,8 +366,8 @@ def _sdpa(q, k, v, tab, mask, causal, dropout_p, scale) -> Tensor:
         t.requires_grad for t in (q, k, v, tab) + (() if add is None else (add,))
     )
     plan = _block_plan(q, k, v, add)
-    if not trainable:
-        return _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan)
+    if not trainable:  # detached: a mask that requires grad would rule out the fused kernel
+        return _blocked_forward(q, k, v, tab.detach(), add, scale, dropout_p, plan)
     if dropout_p == 0 and (add is None or not add.requires_grad):
         return _BiasedSDPA.apply(q, k, v, tab, add, scale, plan, causal if zero else None)
     # Training with dropout or a differentiable mask: the same blocks under autograd, which
@@ -388,33 +388,60 @@ def _plain_sdpa(q, k, v, add, causal, dropout_p, scale) -> Tensor:
     return F.scaled_dot_product_attention(q, k, v, attn_mask=add, dropout_p=dropout_p, scale=scale)
 
 
-# Blocks of the sdpa path. A block is ``batch`` batch elements by ``rows`` query rows; its
-# logits are (batch, H, rows, Lk). The budget ties a block to the size of the inputs
-# rather than to a machine: the logits of one block hold as many elements as one query
-# row block of q would at D = _ROWS_PER_BLOCK, and a block always has at least that many
-# rows so that the per-block matrix products keep a reasonable inner dimension.
-_ROWS_PER_BLOCK = 64
+# Blocks of the sdpa path. A block is some batch elements, some heads and some query rows;
+# its logits are (batch, heads, rows, Lk). Sizes come from the shapes (measured on a 2-core
+# x86 CPU with 1 MiB of L2 per core, B=8, H=12, D=64; see docs/benchmarks.md):
+# - rows: 4 * D, within [64, 512]: the inner dimension of the dk and dv products, which
+#   run below the fused kernel's speed when it is small (backward at L=2048: 128 rows
+#   1.25x of the fused SDPA backward, 256 rows 1.21x, at 3 heads per block);
+# - heads, then batch elements, up to about _BLOCK_ELEMENTS logits per block, so that the
+#   logits, probabilities and score gradients of a block stay in cache between the
+#   elementwise passes (L=2048, 256 rows: 1, 3, 6 heads gave 1.16x, 1.21x, 1.24x) while a
+#   small problem still runs in few blocks (each block costs about a dozen tensor ops).
+_BLOCK_ELEMENTS = 1 << 19
 
 
-def _block_plan(q: Tensor, k: Tensor, v: Tensor, add: Tensor | None) -> tuple[int, int]:
-    """(batch elements, query rows) per block of the sdpa path, from the shapes."""
-    b, h, lq, _ = q.shape
+class _Plan(NamedTuple):
+    """Block sizes of the sdpa path: batch elements, heads and query rows per block."""
+
+    batch: int
+    heads: int
+    rows: int
+
+
+def _block_plan(q: Tensor, k: Tensor, v: Tensor, add: Tensor | None) -> _Plan:
+    """Block sizes for the backward (and for a forward that adds a mask), from the shapes."""
+    b, h, lq, d = q.shape
     lk = k.shape[-2]
-    rows = min(lq, _ROWS_PER_BLOCK)
-    budget = max(h * rows * lk, _BLOCK_ELEMENTS)
-    batch = max(1, min(b, budget // (h * rows * lk)))
-    return batch, rows
+    rows = min(lq, max(64, min(512, 4 * d)))
+    heads = max(1, min(h, _BLOCK_ELEMENTS // (rows * lk)))
+    batch = max(1, min(b, _BLOCK_ELEMENTS // (h * rows * lk))) if heads == h else 1
+    return _Plan(batch, heads, rows)
 
 
-_BLOCK_ELEMENTS = 1 << 21
+def _forward_plan(q: Tensor, k: Tensor, add: Tensor | None, plan: _Plan) -> _Plan:
+    """Block sizes of the forward: without a mask the bias is a view and costs no memory,
+    so one fused call takes all heads and rows of a few batch elements (bounding the
+    reversed copies of q and of the output to a few times _BLOCK_ELEMENTS)."""
+    if add is not None:
+        return plan
+    b, h, lq, d = q.shape
+    return _Plan(max(1, min(b, 4 * _BLOCK_ELEMENTS // (h * lq * d))), h, lq)
 
 
-def _blocks(plan: tuple[int, int], b: int, lq: int):
-    """Yields (batch slice, start row, stop row) over the whole (B, Lq) range."""
-    batch, rows = plan
-    for b0 in range(0, b, batch):
-        for start in range(0, lq, rows):
-            yield slice(b0, min(b, b0 + batch)), start, min(lq, start + rows)
+def _blocks(plan: _Plan, b: int, h: int, lq: int):
+    """Yields (batch slice, head slice, start row, stop row): query rows outermost, batch
+    innermost, so that a block's table gradient is summed over the batch before it is
+    reduced along anti-diagonals."""
+    for start in range(0, lq, plan.rows):
+        for h0 in range(0, h, plan.heads):
+            for b0 in range(0, b, plan.batch):
+                yield (
+                    slice(b0, min(b, b0 + plan.batch)),
+                    slice(h0, min(h, h0 + plan.heads)),
+                    start,
+                    min(lq, start + plan.rows),
+                )
 
 
 def _rows_reversed(t: Tensor, start: int, stop: int) -> Tensor:
@@ -424,9 +451,9 @@ def _rows_reversed(t: Tensor, start: int, stop: int) -> Tensor:
     return t[..., start:stop, :].flip(-2)
 
 
-def _batch_rows(t: Tensor, bs: slice) -> Tensor:
-    """The batch slice of a mask whose batch axis may be broadcast (size 1)."""
-    return t if t.shape[0] == 1 else t[bs]
+def _sub(t: Tensor, bs: slice, hs: slice) -> Tensor:
+    """The batch and head slices of a 4-D mask whose first two axes may be broadcast."""
+    return t[bs if t.shape[0] > 1 else slice(None), hs if t.shape[1] > 1 else slice(None)]
 
 
 def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan) -> Tensor:
@@ -439,19 +466,19 @@ def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan) -> Tensor:
     b, h, lq, _ = q.shape
     lk = k.shape[-2]
     out = q.new_empty(b, h, lq, v.shape[-1])
-    for bs, start, stop in _blocks(plan, b, lq):
-        attn_mask = bias_lib.reversed_rows(tab, lq, lk, start, stop)[None]  # (1, H, R, Lk)
+    for bs, hs, start, stop in _blocks(_forward_plan(q, k, add, plan), b, h, lq):
+        attn_mask = bias_lib.reversed_rows(tab[hs], lq, lk, start, stop)[None]  # (1, h, R, Lk)
         if add is not None:
-            attn_mask = attn_mask + _rows_reversed(_batch_rows(add, bs), start, stop)
+            attn_mask = attn_mask + _rows_reversed(_sub(add, bs, hs), start, stop)
         block = F.scaled_dot_product_attention(
-            q[bs, :, start:stop].flip(2),
-            k[bs],
-            v[bs],
+            q[bs, hs, start:stop].flip(2),
+            k[bs, hs],
+            v[bs, hs],
             attn_mask=attn_mask,
             dropout_p=dropout_p,
             scale=scale,
         )
-        out[bs, :, start:stop] = block.flip(2)
+        out[bs, hs, start:stop] = block.flip(2)
     return out
 
 
@@ -471,16 +498,25 @@ def _dead_rows(tab: Tensor, add: Tensor | None, lq: int, lk: int) -> Tensor | No
         dead = dead[None, :, :, None]
     elif bool(keep_tab.all()):
         dead = torch.isneginf(add).all(-1, keepdim=True)  # (B|1, H|1, Lq|1, 1)
+    elif bool(keep_tab[:, :lk].all()) and not bool(keep_tab[:, lk:].any()):
+        # a causal table: row qi sees the kept keys j <= its position Lk - Lq + qi
+        kept = (~torch.isneginf(add)).cumsum(-1)  # (B|1, H|1, Lq|1, Lk)
+        pos = torch.arange(lk - lq, lk, device=tab.device)
+        if kept.shape[-2] == 1:
+            dead = (kept[..., 0, pos] == 0)[..., None]
+        else:
+            index = pos.view(lq, 1).expand(*kept.shape[:-1], 1)
+            dead = kept.gather(-1, index) == 0
     else:
-        # both can mask: combine per query row, one row of keys at a time over the table
+        # both can mask: combine them a block of query rows at a time
         keep = ~torch.isneginf(add)  # (B|1, H|1, Lq|1, Lk)
-        full = torch.zeros(keep.shape[0], tab.shape[0], lq, 1, dtype=torch.bool, device=tab.device)
-        for start in range(0, lq, _ROWS_PER_BLOCK):
-            stop = min(lq, start + _ROWS_PER_BLOCK)
+        dead = torch.zeros(keep.shape[0], tab.shape[0], lq, 1, dtype=torch.bool, device=tab.device)
+        step = max(1, _BLOCK_ELEMENTS // (keep.shape[0] * tab.shape[0] * lk))
+        for start in range(0, lq, step):
+            stop = min(lq, start + step)
             rows = bias_lib.reversed_rows(keep_tab, lq, lk, start, stop).flip(1)  # (H, R, Lk)
             kept = keep[..., start:stop, :] if keep.shape[-2] > 1 else keep
-            full[:, :, start:stop] = ~(kept & rows).any(-1, keepdim=True)
-        dead = full
+            dead[:, :, start:stop] = ~(kept & rows).any(-1, keepdim=True)
     return dead if bool(dead.any()) else None
 
 
@@ -494,13 +530,16 @@ class _BiasedSDPA(torch.autograd.Function):
         dS = P * (dP - rowsum(dO * O))
         dq = dS k * scale,  dk += dS^T q * scale,  dtable += antidiagonal_sums(sum_b dS)
     The block's query rows are reversed, as in the forward, so that F is a view of the
-    table; its adjoint is the anti-diagonal sum.
+    table (added by the first matrix product itself); its adjoint is the anti-diagonal
+    sum, taken once per block of rows and heads after summing dS over the batch.
     """
 
     @staticmethod
     def forward(ctx, q, k, v, tab, add, scale, plan, zero_causal):
         if zero_causal is None:
-            out = _blocked_forward(q, k, v, tab, add, scale, 0.0, plan)
+            # a view of a table that requires grad also requires grad, even here, and
+            # SDPA would then leave its fused kernel for the math one
+            out = _blocked_forward(q, k, v, tab.detach(), add, scale, 0.0, plan)
         else:  # the table is zero (but trains): the unbiased kernel, causal or not
             out = _plain_sdpa(q, k, v, add, zero_causal, 0.0, scale)
         ctx.save_for_backward(q, k, v, out, tab, add)
@@ -510,50 +549,88 @@ class _BiasedSDPA(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         q, k, v, out, tab, add = ctx.saved_tensors
+        tab = tab.detach()
         scale = ctx.scale
         b, h, lq, d = q.shape
         lk, dv_ = k.shape[-2], v.shape[-1]
         dead = _dead_rows(tab, add, lq, lk)
-        kc, vc = k.contiguous(), v.contiguous()
+        k, v = k.contiguous(), v.contiguous()
         delta = (grad_out.float() * out.float()).sum(-1, keepdim=True).to(q.dtype)  # (B, H, Lq, 1)
-        dq = torch.empty_like(q)
+        dq = torch.empty_like(q, memory_format=torch.contiguous_format)
         dk = torch.zeros(b, h, lk, d, dtype=q.dtype, device=q.device)
         dv = torch.zeros(b, h, lk, dv_, dtype=q.dtype, device=q.device)
         dtab = torch.zeros(h, tab.shape[-1], dtype=torch.float32, device=q.device)
-        for bs, start, stop in _blocks(ctx.plan, b, lq):
-            nb, rows = bs.stop - bs.start, stop - start
-            qb = q[bs, :, start:stop].flip(2)  # (nb, H, R, D), rows reversed
-            gb = grad_out[bs, :, start:stop].flip(2)
-            kb, vb = kc[bs], vc[bs]
-            logits = torch.matmul(qb, kb.transpose(-1, -2)).mul_(scale)  # (nb, H, R, Lk)
-            logits.add_(bias_lib.reversed_rows(tab, lq, lk, start, stop))
-            if add is not None:
-                logits.add_(_rows_reversed(_batch_rows(add, bs), start, stop))
-            if dead is not None:
-                dead_b = _rows_reversed(_batch_rows(dead, bs), start, stop)
-                logits.masked_fill_(dead_b, 0.0)  # no NaN from an all -inf row
-            probs = torch.softmax(logits, dim=-1)
-            del logits
-            if dead is not None:
-                probs.masked_fill_(dead_b, 0.0)
-            flat = (nb * h, rows, lk)
-            pf, gf = probs.view(flat), gb.reshape(nb * h, rows, dv_)
-            dv[bs].view(nb * h, lk, dv_).baddbmm_(pf.transpose(1, 2), gf)
-            dscores = torch.matmul(gb, vb.transpose(-1, -2))  # dP (nb, H, R, Lk)
-            dscores.sub_(delta[bs, :, start:stop].flip(2)).mul_(probs)  # dS
-            del probs
-            dsf = dscores.view(flat)
-            dq[bs, :, start:stop] = (
-                torch.bmm(dsf, kb.reshape(nb * h, lk, d)).view(nb, h, rows, d).flip(2).mul_(scale)
+        acc = None
+        for bs, hs, start, stop in _blocks(ctx.plan, b, h, lq):
+            if bs.start == 0:  # a new block of rows and heads: sum dS over the batch here
+                acc = torch.zeros(hs.stop - hs.start, stop - start, lk, device=q.device)
+            _backward_block(
+                q,
+                k,
+                v,
+                grad_out,
+                delta,
+                tab,
+                add,
+                dead,
+                scale,
+                bs,
+                hs,
+                start,
+                stop,
+                dq,
+                dk,
+                dv,
+                acc,
             )
-            dk[bs].view(nb * h, lk, d).baddbmm_(
-                dsf.transpose(1, 2), qb.reshape(nb * h, rows, d), alpha=scale
-            )
-            first = lq - stop  # table column of the block's anti-diagonal 0
-            dtab[:, first : first + rows + lk - 1] += bias_lib.antidiagonal_sums(
-                dscores.sum(0, dtype=torch.float32)
-            )
+            if bs.stop == b:
+                first = lq - stop  # table column of the block's anti-diagonal 0
+                dtab[hs, first : first + acc.shape[1] + lk - 1] += bias_lib.antidiagonal_sums(acc)
         return dq, dk, dv, dtab.to(tab.dtype), None, None, None, None
+
+
+def _backward_block(
+    q, k, v, grad_out, delta, tab, add, dead, scale, bs, hs, start, stop, dq, dk, dv, acc
+) -> None:
+    """One block of :class:`_BiasedSDPA`'s backward: writes dq's rows, adds to dk, dv, acc.
+
+    Works on n = nb * heads matrices of (R, Lk). With one batch element the bias view is
+    the first product's input (no extra pass over the logits); with several (small
+    problems, all heads) it is added afterwards.
+    """
+    lq, lk = q.shape[-2], k.shape[-2]
+    nb, g, rows = bs.stop - bs.start, hs.stop - hs.start, stop - start
+    n = nb * g
+    view = bias_lib.reversed_rows(tab[hs], lq, lk, start, stop)  # (g, R, Lk)
+    qb = q[bs, hs, start:stop].flip(2).reshape(n, rows, -1)  # rows reversed like the view
+    gb = grad_out[bs, hs, start:stop].flip(2).reshape(n, rows, -1)
+    if nb == 1:
+        i = bs.start
+        kb, vb, dkb, dvb = k[i, hs], v[i, hs], dk[i, hs], dv[i, hs]  # (g, Lk, D|Dv)
+        logits = torch.baddbmm(view, qb, kb.transpose(1, 2), alpha=scale)  # (n, R, Lk)
+    else:  # all heads: the batch and head axes merge without a copy
+        kb, vb = k[bs].view(n, lk, -1), v[bs].view(n, lk, -1)
+        dkb, dvb = dk[bs].view(n, lk, -1), dv[bs].view(n, lk, -1)
+        logits = torch.bmm(qb, kb.transpose(1, 2)).mul_(scale)
+        logits.view(nb, g, rows, lk).add_(view)
+    if add is not None:
+        logits.view(nb, g, rows, lk).add_(_rows_reversed(_sub(add, bs, hs), start, stop))
+    if dead is not None:
+        dead = _rows_reversed(_sub(dead, bs, hs), start, stop)
+        logits.view(nb, g, rows, lk).masked_fill_(dead, 0.0)  # no NaN from an all -inf row
+    probs = torch.softmax(logits, dim=-1)
+    del logits
+    if dead is not None:
+        probs.view(nb, g, rows, lk).masked_fill_(dead, 0.0)
+    dvb.baddbmm_(probs.transpose(1, 2), gb)
+    dscores = torch.bmm(gb, vb.transpose(1, 2))  # dP (n, R, Lk)
+    delta_b = delta[bs, hs, start:stop].flip(2)  # (nb, g, R, 1)
+    dscores.view(nb, g, rows, lk).sub_(delta_b)
+    dscores.mul_(probs)  # dS
+    del probs
+    acc.add_(dscores if nb == 1 else dscores.view(nb, g, rows, lk).sum(0))
+    dq[bs, hs, start:stop] = torch.bmm(dscores, kb).view(nb, g, rows, -1).flip(2).mul_(scale)
+    dkb.baddbmm_(dscores.transpose(1, 2), qb, alpha=scale)
 
 
 # -------------------------------------------------------------------------- flex
