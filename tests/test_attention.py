@@ -540,3 +540,23 @@ def test_a_table_that_masks_trains_like_eager():
     for a, e in zip(grads["sdpa"], grads["eager"]):
         assert torch.isfinite(a).all()
         torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-4)
+
+
+def test_flex_compiles_with_the_vector_width_in_the_cache_key(monkeypatch):
+    """Inductor's cache key has no instruction set; an explicit simdlen puts one in."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor.cpu_vec_isa import pick_vec_isa, valid_vec_isa_list
+
+    from tisa import attention as attention_module
+
+    monkeypatch.setattr(inductor_config.cpp, "simdlen", None)
+    with attention_module._cpu_isa_config(True):
+        assert inductor_config.cpp.simdlen == pick_vec_isa().bit_width()
+    assert inductor_config.cpp.simdlen is None
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    if any(isa.bit_width() == 256 for isa in valid_vec_isa_list()):
+        with attention_module._cpu_isa_config(True):
+            assert inductor_config.cpp.simdlen == 256
+    monkeypatch.setattr(inductor_config.cpp, "simdlen", 512)  # the user's own choice stays
+    with attention_module._cpu_isa_config(True):
+        assert inductor_config.cpp.simdlen == 512

@@ -45,16 +45,17 @@ at L = 40, 56, 72, 120). The flex backend therefore pads q and k with zero colum
 D = 24 on CPU (zeros leave ``q . k`` unchanged; the scale is applied from the real D) and
 pads the lengths to a few bucket sizes (masked keys, padded query rows sliced off), which
 also bounds recompilation to one kernel per bucket. Inductor's on-disk cache does not
-tell kernels built for different instruction sets apart: runs that change
-``ATEN_CPU_CAPABILITY`` need their own ``TORCHINDUCTOR_CACHE_DIR``.
+tell kernels generated for different instruction sets apart (``ATEN_CPU_CAPABILITY``):
+a kernel generated for AVX2 and reused by an AVX-512 run gives wrong numbers. The flex
+backend compiles with the vector width named in inductor's config, which is part of the
+cache key; other code compiled in the same process is not covered by this.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
-import os
-import warnings
 from typing import Literal, NamedTuple
 
 import torch
@@ -655,17 +656,26 @@ def _compiled_flex():
     if _FLEX is None:
         if not _has_flex():
             raise ValueError("backend='flex' needs torch.nn.attention.flex_attention (torch>=2.5)")
-        if "ATEN_CPU_CAPABILITY" in os.environ and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-            warnings.warn(
-                "ATEN_CPU_CAPABILITY is set but TORCHINDUCTOR_CACHE_DIR is not: inductor's "
-                "kernel cache does not key on the instruction set, so kernels compiled "
-                "under another setting may be reused and give wrong results; set "
-                "TORCHINDUCTOR_CACHE_DIR to a folder of its own for each setting",
-                RuntimeWarning,
-                stacklevel=3,
-            )
         _FLEX = torch.compile(_flex_impl, dynamic=False)
     return _FLEX
+
+
+def _cpu_isa_config(cpu: bool):
+    """Inductor config naming the CPU vector width it compiles for.
+
+    Inductor picks the instruction set from ``ATEN_CPU_CAPABILITY`` but its on-disk cache
+    key does not include it: a kernel generated for AVX2 and found again in a run that
+    generates for AVX-512 gives wrong numbers (torch 2.13). An explicit ``cpp.simdlen``
+    is part of the key, so kernels for different widths never meet.
+    """
+    from torch._inductor import config as inductor_config
+
+    if not cpu or inductor_config.cpp.simdlen is not None:
+        return contextlib.nullcontext()
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    width = pick_vec_isa().bit_width()
+    return inductor_config.patch({"cpp.simdlen": width}) if width else contextlib.nullcontext()
 
 
 def _flex_bucket(n: int, queries: bool) -> int:
@@ -715,7 +725,7 @@ def _flex(q, k, v, tab, mask, causal, scale) -> Tensor:
     block_mask = _flex_block_mask(lq, lk, lqp, lkp, causal, q.device)
     # Inductor's CPU FlexAttention template does not compile with dynamic shapes (torch
     # 2.13), so kernels are specialised per bucket.
-    with torch._dynamo.config.patch(recompile_limit=_FLEX_RECOMPILE_LIMIT):
+    with torch._dynamo.config.patch(recompile_limit=_FLEX_RECOMPILE_LIMIT), _cpu_isa_config(cpu):
         out = _compiled_flex()(q, k, v, tab, add, limits, scale_t, block_mask)
     return out[:, :, :lq, :dv]
 
@@ -726,7 +736,10 @@ def _flex_block_mask(lq: int, lk: int, lqp: int, lkp: int, causal: bool, device:
 
     Lists, per block of 128 query rows, the key blocks it must visit: none for blocks of
     padded rows, up to the last real key (or the last key a causal row sees) otherwise.
-    O((Lqp/128) * (Lkp/128)) memory; masking inside blocks is done by the score_mod.
+    O((Lqp/128) * (Lkp/128)) memory. Masking inside blocks is done by the score_mod, so
+    on CUDA every visited block is listed as a full one (the kernel then skips the
+    mask_mod); on CPU as partial ones with a mask_mod that keeps everything (inductor's
+    CPU template does not compile with full blocks alone, torch 2.13).
     """
     from torch.nn.attention.flex_attention import BlockMask
 
@@ -738,9 +751,17 @@ def _flex_block_mask(lq: int, lk: int, lqp: int, lkp: int, causal: bool, device:
             last_key = min(lk - 1, last + lk - lq) if causal else lk - 1
             counts[block] = last_key // _FLEX_BLOCK + 1
     indices = torch.arange(n_kv, dtype=torch.int32).expand(n_q, n_kv).contiguous()
+    indices = indices[None, None].to(device)
+    counts = counts[None, None].to(device)
+    if device.type == "cpu":
+        return BlockMask.from_kv_blocks(
+            counts, indices, BLOCK_SIZE=_FLEX_BLOCK, seq_lengths=(lqp, lkp)
+        )
     return BlockMask.from_kv_blocks(
-        counts[None, None].to(device),
-        indices[None, None].to(device),
+        torch.zeros_like(counts),  # no partial blocks
+        indices,
+        counts,
+        indices,
         BLOCK_SIZE=_FLEX_BLOCK,
         seq_lengths=(lqp, lkp),
     )

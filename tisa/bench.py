@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
+import json
+import os
 import re
 import statistics
 import time
@@ -126,6 +128,21 @@ def _x_transformers_biases(heads: int):
     }
 
 
+#: every variant of the attention benchmark (the baseline is always measured)
+VARIANTS: tuple[str, ...] = (
+    "sdpa, no bias (baseline)",
+    "eager + rbf",
+    "sdpa + rbf",
+    "sdpa + constant mask (limit)",
+    "flex + rbf",
+    "dense pairwise rbf + sdpa",
+    "x-transformers T5 rel. bias + sdpa",
+    "x-transformers ALiBi + sdpa",
+    "rbf bias only: table + expand",
+    "rbf bias only: dense pairwise",
+)
+
+
 @dataclass
 class AttentionBenchConfig:
     """Sizes of the attention benchmark (defaults: the full benchmark)."""
@@ -138,6 +155,7 @@ class AttentionBenchConfig:
     repeats: int = 3
     seed: int = 0
     variants: tuple[str, ...] = field(default=())  # empty: all
+    threads: int | None = None  # torch threads while measuring; None: leave as is
 
 
 def _variants(cfg: AttentionBenchConfig, length: int, backward: bool):
@@ -170,6 +188,14 @@ def _variants(cfg: AttentionBenchConfig, length: int, backward: bool):
     if quadratic_ok:
         variants["eager + rbf"] = run(lambda: attention(q, k, v, rbf, backend="eager"))
     variants["sdpa + rbf"] = run(lambda: attention(q, k, v, rbf, backend="sdpa"))
+    if quadratic_ok:
+        # The limit of any SDPA with a bias: the fused kernel reading a constant float mask
+        # that already exists (built outside the timed call, not trained).
+        with torch.no_grad():
+            constant = bias_lib.expand(bias_lib.table(rbf, length), length, length)[None]
+        variants["sdpa + constant mask (limit)"] = run(
+            lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=constant)
+        )
     if not backward or q.device.type == "cuda":
         variants["flex + rbf"] = run(lambda: attention(q, k, v, rbf, backend="flex"))
     if quadratic_ok:
@@ -202,6 +228,17 @@ def run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool = True) ->
     All timings come first (default allocator), then all memory readings (see the module
     docstring), so the two never disturb each other.
     """
+    if cfg.threads is None:
+        return _run_attention_benchmark(cfg, progress)
+    before = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        return _run_attention_benchmark(cfg, progress)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool) -> list[dict]:
     from tqdm.auto import tqdm
 
     jobs = [(n, True) for n in cfg.lengths] + [(n, False) for n in cfg.lengths]
@@ -289,13 +326,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: torch's own)"
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="measure only these variants (and the baseline), e.g. 'sdpa + rbf'",
+    )
     parser.add_argument("--output", default=None, help="also write the Markdown table here")
+    parser.add_argument("--json", default=None, help="also write the rows as JSON here")
 
 
 def run(args: argparse.Namespace) -> int:
     for name in ("batch", "heads", "head_dim", "repeats"):
         if getattr(args, name) < 1:
             raise SystemExit(f"tisa bench: --{name.replace('_', '-')} must be >= 1")
+    if args.threads is not None and args.threads < 1:
+        raise SystemExit("tisa bench: --threads must be >= 1")
+    for flag, path in (("--output", args.output), ("--json", args.json)):
+        _check_writable(flag, path)  # before the run, not after it
+    unknown = set(args.variants) - set(VARIANTS)
+    if unknown:
+        raise SystemExit(
+            f"tisa bench: unknown --variants {sorted(unknown)}; choose from {list(VARIANTS)}"
+        )
     if any(n < 1 for n in [*args.lengths, *args.forward_only_lengths]):
         raise SystemExit("tisa bench: every length must be >= 1")
     cfg = AttentionBenchConfig(
@@ -305,17 +362,35 @@ def run(args: argparse.Namespace) -> int:
         heads=args.heads,
         head_dim=args.head_dim,
         repeats=args.repeats,
+        variants=tuple(args.variants),
+        threads=args.threads,
     )
     rows = run_attention_benchmark(cfg)
+    threads = torch.get_num_threads() if cfg.threads is None else cfg.threads
     table = format_table(rows)
     print(
         f"B={cfg.batch}, H={cfg.heads}, D={cfg.head_dim}, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads; ratios against SDPA without bias, same process"
+        f"{threads} threads; ratios against SDPA without bias, same process"
     )
     print(table)
     if args.output:
         with open(args.output, "w") as f:
             f.write(table)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
     if rows and not rows[0].get("memory_exact", False):
         print("note: not glibc; peak memory may be under-reported (freed memory is reused)")
     return 0
+
+
+def _check_writable(flag: str, path: str | None) -> None:
+    if path is None:
+        return
+    if os.path.isdir(path):
+        raise SystemExit(f"tisa bench: {flag} {path} is a folder; give a file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise SystemExit(
+            f"tisa bench: {flag} {path}: folder {folder} does not exist or is not writable"
+        )
