@@ -560,3 +560,20 @@ def test_flex_compiles_with_the_vector_width_in_the_cache_key(monkeypatch):
     monkeypatch.setattr(inductor_config.cpp, "simdlen", 512)  # the user's own choice stays
     with attention_module._cpu_isa_config(True):
         assert inductor_config.cpp.simdlen == 512
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_sdpa_forward_in_blocks_matches_eager(monkeypatch, masked):
+    """Forward blocks that split batch, heads and rows write every row back in order."""
+    from tisa import attention as attention_module
+
+    plan = attention_module._Plan(2, 3, 10)
+    monkeypatch.setattr(attention_module, "_block_plan", lambda q, k, v, add: plan)
+    monkeypatch.setattr(attention_module, "_forward_plan", lambda q, k, add, p: plan)
+    q, k, v = make_inputs(3, 4, 37, 41, 8)
+    s = sharp_rbf(4)
+    mask = padding_mask(3, 41)[:, None, None, :] if masked else None
+    with torch.no_grad():
+        expected = attention(q, k, v, s, mask=mask, causal=True, backend="eager")
+        out = attention(q, k, v, s, mask=mask, causal=True, backend="sdpa")
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)

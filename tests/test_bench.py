@@ -51,10 +51,21 @@ def test_cli_checks_outputs_and_names_before_running(tmp_path, capsys):
 def test_cli_writes_table_and_json(tmp_path, capsys):
     md, js = tmp_path / "t.md", tmp_path / "t.json"
     args = ["bench", "attention", "--lengths", "17", "--forward-only-lengths", "--batch", "1"]
-    args += ["--heads", "2", "--head-dim", "4", "--repeats", "1", "--threads", "1"]
+    args += [
+        "--heads",
+        "2",
+        "--head-dim",
+        "4",
+        "--repeats",
+        "1",
+        "--threads",
+        "1",
+        "--clock",
+        "cpu",
+    ]
     args += ["--variants", "sdpa + rbf", "--output", str(md), "--json", str(js)]
     assert cli.main(args) == 0
-    assert "1 threads" in capsys.readouterr().out
+    assert "1 threads, cpu clock" in capsys.readouterr().out
     assert "sdpa + rbf" in md.read_text()
     assert {r["variant"] for r in json.loads(js.read_text())} == {
         "sdpa, no bias (baseline)",

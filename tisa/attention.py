@@ -422,12 +422,12 @@ def _block_plan(q: Tensor, k: Tensor, v: Tensor, add: Tensor | None) -> _Plan:
 
 def _forward_plan(q: Tensor, k: Tensor, add: Tensor | None, plan: _Plan) -> _Plan:
     """Block sizes of the forward: without a mask the bias is a view and costs no memory,
-    so one fused call takes all heads and rows of a few batch elements (bounding the
-    reversed copies of q and of the output to a few times _BLOCK_ELEMENTS)."""
+    so one fused call takes all heads and rows of as many batch elements as keep the
+    reversed copies of q and of the output near _BLOCK_ELEMENTS (at least one)."""
     if add is not None:
         return plan
     b, h, lq, d = q.shape
-    return _Plan(max(1, min(b, 4 * _BLOCK_ELEMENTS // (h * lq * d))), h, lq)
+    return _Plan(max(1, min(b, _BLOCK_ELEMENTS // (h * lq * d))), h, lq)
 
 
 def _blocks(plan: _Plan, b: int, h: int, lq: int):
@@ -467,6 +467,7 @@ def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan) -> Tensor:
     b, h, lq, _ = q.shape
     lk = k.shape[-2]
     out = q.new_empty(b, h, lq, v.shape[-1])
+    reverse = torch.arange(lq - 1, -1, -1, device=q.device)
     for bs, hs, start, stop in _blocks(_forward_plan(q, k, add, plan), b, h, lq):
         attn_mask = bias_lib.reversed_rows(tab[hs], lq, lk, start, stop)[None]  # (1, h, R, Lk)
         if add is not None:
@@ -479,7 +480,8 @@ def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan) -> Tensor:
             dropout_p=dropout_p,
             scale=scale,
         )
-        out[bs, hs, start:stop] = block.flip(2)
+        # written back in original row order, without a flipped temporary
+        out[bs, hs].index_copy_(2, reverse[lq - stop : lq - start], block)
     return out
 
 

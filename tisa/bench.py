@@ -86,16 +86,27 @@ def _trim() -> None:
         pass
 
 
-def interleaved_times(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Median seconds per call of each function, after one warm-up, runs interleaved."""
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def interleaved_times(
+    fns: dict[str, Callable[[], object]], repeats: int, clock: str = "wall"
+) -> dict[str, float]:
+    """Median seconds per call of each function, after one warm-up, runs interleaved.
+
+    ``clock="cpu"`` counts the process's CPU time instead of the wall clock: with one
+    thread on a machine shared with other work it leaves out the time spent waiting for
+    a core (with more threads it also counts threads that spin while they wait).
+    """
+    now = CLOCKS[clock]
     for fn in fns.values():
         fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            start = time.perf_counter()
+            start = now()
             fn()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(now() - start)
     return {name: statistics.median(t) for name, t in times.items()}
 
 
@@ -156,6 +167,7 @@ class AttentionBenchConfig:
     seed: int = 0
     variants: tuple[str, ...] = field(default=())  # empty: all
     threads: int | None = None  # torch threads while measuring; None: leave as is
+    clock: str = "wall"  # "wall" or "cpu" (process CPU time, see interleaved_times)
 
 
 def _variants(cfg: AttentionBenchConfig, length: int, backward: bool):
@@ -228,6 +240,8 @@ def run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool = True) ->
     All timings come first (default allocator), then all memory readings (see the module
     docstring), so the two never disturb each other.
     """
+    if cfg.clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {cfg.clock!r}")
     if cfg.threads is None:
         return _run_attention_benchmark(cfg, progress)
     before = torch.get_num_threads()
@@ -246,7 +260,7 @@ def _run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool) -> list[
     rows = []
     for length, backward in tqdm(jobs, desc="attention benchmark: time", disable=not progress):
         fns = _variants(cfg, length, backward)
-        times = interleaved_times(fns, cfg.repeats)
+        times = interleaved_times(fns, cfg.repeats, cfg.clock)
         base_t = times["sdpa, no bias (baseline)"]
         pair_t = times.get("rbf bias only: dense pairwise")
         for name in fns:
@@ -330,6 +344,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads", type=int, default=None, help="torch threads (default: torch's own)"
     )
     parser.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="wall clock, or process CPU time (with --threads 1 on a shared machine)",
+    )
+    parser.add_argument(
         "--variants",
         nargs="+",
         default=[],
@@ -364,13 +384,14 @@ def run(args: argparse.Namespace) -> int:
         repeats=args.repeats,
         variants=tuple(args.variants),
         threads=args.threads,
+        clock=args.clock,
     )
     rows = run_attention_benchmark(cfg)
     threads = torch.get_num_threads() if cfg.threads is None else cfg.threads
     table = format_table(rows)
     print(
         f"B={cfg.batch}, H={cfg.heads}, D={cfg.head_dim}, torch {torch.__version__}, "
-        f"{threads} threads; ratios against SDPA without bias, same process"
+        f"{threads} threads, {cfg.clock} clock; ratios against SDPA without bias, same process"
     )
     print(table)
     if args.output:
