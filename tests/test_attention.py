@@ -102,7 +102,7 @@ def _flex_against_eager(lengths, head_dims, seed=0):
 
 def test_flex_matches_eager_where_the_cpu_kernel_breaks():
     """D = 8 and 16 at the lengths where the CPU kernel writes past its tile (AVX2)."""
-    errors = _flex_against_eager([40, 56, 72, 120], [8, 16])
+    errors = _flex_against_eager([40, 56, 64, 72, 120], [8, 16])  # 64: nothing padded
     bad = {case: e for case, e in errors.items() if not e < 1e-5}  # NaN fails too
     assert not bad, bad
 

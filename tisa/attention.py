@@ -723,6 +723,8 @@ def _flex(q, k, v, tab, mask, causal, scale) -> Tensor:
     # Real lengths are data, not shapes, so every length in a bucket shares one kernel:
     # keys at kv >= Lk are padding, and causally query q sees kv <= q + Lk - Lq.
     limits = torch.tensor([lk, lk - lq if causal else lkp], device=q.device)
+    if lk == lkp and not causal:
+        limits = None  # nothing to mask inside the grid: a kernel without the comparison
     scale_t = torch.tensor(scale, dtype=torch.float32, device=q.device)
     block_mask = _flex_block_mask(lq, lk, lqp, lkp, causal, q.device)
     # Inductor's CPU FlexAttention template does not compile with dynamic shapes (torch
@@ -778,6 +780,8 @@ def _flex_impl(q, k, v, tab, add, limits, scale, block_mask):
         score = score * scale + tab[hi, ki - qi + shift]
         if add is not None:
             score = score + add[bi, hi, qi, ki]
+        if limits is None:
+            return score
         keep = (ki < limits[0]) & (ki <= qi + limits[1])
         return torch.where(keep, score, -float("inf"))
 
