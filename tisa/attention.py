@@ -354,13 +354,11 @@ def _sdpa(q, k, v, tab, mask, causal, dropout_p, scale) -> Tensor:
     lk = k.shape[-2]
     add = _additive(mask, q.dtype)
     grad = torch.is_grad_enabled()
-    if tab is not None and not (grad and tab.requires_grad) and not bool(tab.any()):
-        tab = None  # a zero bias (zero amplitudes) adds nothing: compute exactly that
-    if tab is None:
+    # A zero bias (zero amplitudes) adds nothing: then the unbiased kernel computes exactly
+    # what attention without TISA computes, also while the amplitudes train.
+    zero = tab is None or not bool(tab.detach().any())
+    if zero and (tab is None or not (grad and tab.requires_grad)):
         return _plain_sdpa(q, k, v, add, causal, dropout_p, scale)
-    # The unbiased forward where the bias is zero, so that zero amplitudes compute exactly
-    # what attention without TISA computes, also while they train.
-    zero = not bool(tab.detach().any())
     if causal:
         tab = _causal_table(tab, lk)
     trainable = grad and any(
