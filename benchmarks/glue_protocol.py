@@ -50,7 +50,6 @@ SWEEP = (
     ("none", "none", None, None),
     ("paper-5e-05", "keep", "paper", 5e-5),
     ("paper-1e-02", "keep", "paper", 1e-2),
-    ("spread-1e-03", "keep", "spread", 1e-3),
     ("spread-1e-02", "keep", "spread", 1e-2),
 )
 COMMON = dict(learning_rate=5e-5, batch_size=32, max_length=128, eval_batch_size=128)
