@@ -13,7 +13,7 @@ Variants:
 ``stock``        ``AlbertForMaskedLM`` (albert-v2 config: ``gelu_new``), full-vocabulary head
                  over all B x L positions, ``torch.optim.AdamW`` defaults.
 ``masked_only``  the same model and optimiser, but the head runs on the masked positions
-                 only (:class:`tisa.train.models.AlbertForMaskedOnlyLM`).
+                 only (:class:`tisa.train.masked_lm.AlbertForMaskedOnlyLM`).
 ``ours``         what ``tisa pretrain`` runs: masked-only head, fused tanh-GELU
                  (``gelu_pytorch_tanh``, the same function as ``gelu_new``) and fused AdamW
                  (the Trainer's default ``adamw_torch_fused``).
@@ -77,7 +77,7 @@ def _step_fn(
 def main() -> None:
     from transformers import AlbertForMaskedLM
 
-    from tisa.train.models import AlbertForMaskedOnlyLM, build_config
+    from tisa.train.masked_lm import AlbertForMaskedOnlyLM, build_config
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="small")

@@ -22,6 +22,10 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tisa.analysis.training import TrainingTI
 
 DEFAULT_POSITIONS = ("absolute", "tisa", "absolute+tisa", "alibi", "t5", "none")
 
@@ -39,46 +43,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args(argv)
 
-    from scipy.stats import spearmanr
-
-    from tisa.io import write_atomic, write_json
-    from tisa.train.callbacks import read_jsonl
-    from tisa.train.extrapolate import extrapolate
-    from tisa.train.pretrain import PretrainConfig, find_checkpoint, pretrain
+    from tisa.analysis.training import read_ti_log
+    from tisa.checkpoints import run_status
+    from tisa.evaluation.extrapolation import extrapolate
+    from tisa.files import read_jsonl, write_atomic, write_json
+    from tisa.train.pretrain import PretrainConfig, pretrain_or_reuse
 
     runs: dict[str, Path] = {}
     for position in args.positions:
-        run_dir = args.output_dir / position
-        done = (run_dir / "model").is_dir()
-        if done:
-            trained = json.loads((run_dir / "pretrain_config.json").read_text())["config"]
-            if trained["max_steps"] != args.max_steps or trained["seq_len"] != args.seq_len:
-                raise SystemExit(
-                    f"{run_dir} holds a finished run with max_steps={trained['max_steps']}, "
-                    f"seq_len={trained['seq_len']}; use another --output-dir for "
-                    f"--max-steps {args.max_steps} --seq-len {args.seq_len}"
-                )
-        if not done:
-            resume = run_dir.is_dir() and find_checkpoint(run_dir) is not None
-            print(f"== pretraining {position} ({'resuming' if resume else 'new'})", flush=True)
-            pretrain(
-                PretrainConfig(
-                    output_dir=str(run_dir),
-                    position=position,
-                    size="small",
-                    seq_len=args.seq_len,
-                    max_steps=args.max_steps,
-                    batch_size=args.batch_size,
-                    save_steps=args.save_steps,
-                    eval_steps=args.save_steps,
-                    seed=args.seed,
-                    bf16=args.bf16,
-                    resume=resume,
-                    overwrite=run_dir.is_dir() and not resume,
-                    progress=False,
-                )
-            )
-        runs[position] = run_dir
+        config = PretrainConfig(
+            output_dir=str(args.output_dir / position),
+            position=position,
+            size="small",
+            seq_len=args.seq_len,
+            max_steps=args.max_steps,
+            batch_size=args.batch_size,
+            save_steps=args.save_steps,
+            eval_steps=args.save_steps,
+            seed=args.seed,
+            bf16=args.bf16,
+            progress=False,
+        )
+        action = run_status(config.output_dir, finished="model").action
+        print(f"== pretraining {position}: {action}", flush=True)
+        try:  # a finished run is reused (if trained with this budget), a broken one resumed
+            runs[position] = pretrain_or_reuse(config, must_match=("max_steps", "seq_len"))
+        except ValueError as err:
+            raise SystemExit(str(err)) from err
 
     results = extrapolate(
         list(runs.values()), args.lengths, output_dir=args.output_dir / "extrapolation"
@@ -107,37 +98,42 @@ def main(argv: list[str] | None = None) -> int:
             },
         }
     ti_path = runs.get("absolute", Path("-")) / "ti.jsonl"
+    training = None
     if ti_path.is_file():
-        ti = [r for r in read_jsonl(ti_path) if r.get("eval_loss") is not None]
-        losses = [r["eval_loss"] for r in ti]
+        training = read_ti_log(ti_path, evaluated_only=True)
         curve = {
-            "steps": [r["step"] for r in ti],
-            "eval_loss": losses,
-            "ti_gram": [r["ti_gram"] for r in ti],
-            "ti_fp_raw": [r["ti_fp_raw"] for r in ti],
+            "steps": list(training.steps),
+            "eval_loss": list(training.eval_loss),
+            "ti_gram": list(training.ti_gram),
+            "ti_fp_raw": list(training.ti_fp_raw),
         }
-        if len(ti) >= 3:
+        if len(training.steps) >= 3:
             for key in ("ti_gram", "ti_fp_raw"):
-                rho = spearmanr(curve[key], losses)
-                curve[f"spearman_{key}_vs_eval_loss"] = float(rho.statistic)
-                curve[f"spearman_{key}_vs_eval_loss_p"] = float(rho.pvalue)
+                rho = training.spearman[f"{key}_vs_eval_loss"]  # None: a constant series
+                curve[f"spearman_{key}_vs_eval_loss"] = None if rho is None else rho.rho
+                curve[f"spearman_{key}_vs_eval_loss_p"] = None if rho is None else rho.pvalue
         summary["ti_over_training"] = curve
 
     write_json(args.output_dir / "summary.json", summary)
     md = _markdown(summary, args.lengths)
     write_atomic(args.output_dir / "summary.md", md)
-    report = _report(summary, runs, args)
+    report = _report(summary, runs, training, args)
     print(md)
     print(f"report: {report}")
     return 0
 
 
-def _report(summary: dict, runs: dict[str, Path], args: argparse.Namespace) -> Path:
+def _report(
+    summary: dict, runs: dict[str, Path], training: TrainingTI | None, args: argparse.Namespace
+) -> Path:
     """report.html: the summary table, loss curves, extrapolation, TI over training and
     the learned f_h of the TISA run."""
-    from tisa import plots
-    from tisa.analysis.extract import load_model, scoring_profiles, tisa_scorers
-    from tisa.report import Image, Section, Table, write_report
+    from tisa.analysis.extract import scoring_profiles, tisa_scorers
+    from tisa.analysis.loading import load_model
+    from tisa.reports.charts import scoring_curves
+    from tisa.reports.figures import figure_png
+    from tisa.reports.html import Image, Section, Table, write_report
+    from tisa.reports.training import loss_curves_section, ti_over_training_section
 
     lengths = args.lengths
     rows = []
@@ -158,19 +154,15 @@ def _report(summary: dict, runs: dict[str, Path], args: argparse.Namespace) -> P
         for name, r in summary["runs"].items()
     }
     sections = [
-        Section(
+        loss_curves_section(
             "Training",
+            curves,
             paragraphs=[
                 f"Small ALBERT, length {args.seq_len}, batch {args.batch_size}, "
                 f"{args.max_steps} steps, seed {args.seed}, Penn Treebank; the same data "
                 "and masks for every scheme."
             ],
-            figures=[
-                Image(
-                    plots.figure_png(plots.loss_curves(curves, title="Validation MLM loss")),
-                    "Validation loss at length 128 during training.",
-                )
-            ],
+            caption="Validation loss at length 128 during training.",
         ),
         Section(
             "Length extrapolation",
@@ -182,31 +174,20 @@ def _report(summary: dict, runs: dict[str, Path], args: argparse.Namespace) -> P
             ],
         ),
     ]
-    curve = summary.get("ti_over_training")
-    if curve:
-        fig = plots.training_curves(
-            curve["steps"],
-            {"TI(P Pᵀ)": curve["ti_gram"], "TI(layer-1 F_P)": curve["ti_fp_raw"]},
-            eval_loss=curve["eval_loss"],
-        )
-        rho = curve.get("spearman_ti_fp_raw_vs_eval_loss")
+    if training is not None:
         sections.append(
-            Section(
-                "Translation invariance of the absolute run over training",
-                paragraphs=[]
-                if rho is None
-                else [f"Spearman correlation of TI(layer-1 F_P) with validation loss: {rho:.2f}."],
-                figures=[Image(plots.figure_png(fig), "Measured at every checkpoint.")],
+            ti_over_training_section(
+                training, heading="Translation invariance of the absolute run over training"
             )
         )
     if "tisa" in runs:
         model, _ = load_model(runs["tisa"] / "model", tokenizer=False)
         prof = scoring_profiles(tisa_scorers(model), max_offset=32)
-        fig = plots.scoring_curves(prof.offsets, prof.values, layers=prof.layers)
+        fig = scoring_curves(prof.offsets, prof.values, layers=prof.layers)
         sections.append(
             Section(
                 "Learned scoring functions of the TISA run",
-                figures=[Image(plots.figure_png(fig), "f_h(k) of every layer and head.")],
+                figures=[Image(figure_png(fig), "f_h(k) of every layer and head.")],
             )
         )
     return write_report(
@@ -218,32 +199,37 @@ def _report(summary: dict, runs: dict[str, Path], args: argparse.Namespace) -> P
 
 
 def _markdown(summary: dict, lengths: list[int]) -> str:
+    from tisa.reports.markdown import markdown_table
+
     runs = summary["runs"]
     base_speed = (runs.get("absolute") or {}).get("tokens_per_s")
-    head = "| position | val. loss (128) | " + " | ".join(f"test loss @{n}" for n in lengths)
-    head += " | tokens/s vs absolute | positional params |\n"
-    head += "|---|---:|" + "---:|" * len(lengths) + "---:|---:|\n"
-    lines = []
+    rows = []
     for name, r in runs.items():
-        losses = " | ".join(
+        losses = [
             "n/a" if r["test_loss"][n] is None else f"{r['test_loss'][n]:.3f}" for n in lengths
-        )
+        ]
         speed = f"{r['tokens_per_s'] / base_speed:.2f}x" if base_speed and r["tokens_per_s"] else ""
         p = r["positional_parameters"]
         params = p.get("total", p) if isinstance(p, dict) else p
         val = "" if r["final_validation_loss"] is None else f"{r['final_validation_loss']:.3f}"
-        lines.append(f"| {name} | {val} | {losses} | {speed} | {params:,} |")
-    out = head + "\n".join(lines) + "\n"
+        rows.append([name, val, *losses, speed, f"{params:,}"])
+    columns = ["position", "val. loss (128)", *(f"test loss @{n}" for n in lengths)]
+    columns += ["tokens/s vs absolute", "positional params"]
+    out = markdown_table(columns, rows, align="l" + "r" * (len(columns) - 1))
     curve = summary.get("ti_over_training")
     if curve:
         out += "\nTranslation invariance of the absolute run over training:\n\n"
-        out += "| step | val. loss | TI(P Pᵀ) | TI(layer-1 F_P) |\n|---:|---:|---:|---:|\n"
-        for s, loss, g, f in zip(
-            curve["steps"], curve["eval_loss"], curve["ti_gram"], curve["ti_fp_raw"]
-        ):
-            out += f"| {s} | {loss:.3f} | {g:.3f} | {f:.3f} |\n"
+        rows = [
+            [s, f"{loss:.3f}", f"{g:.3f}", f"{f:.3f}"]
+            for s, loss, g, f in zip(
+                curve["steps"], curve["eval_loss"], curve["ti_gram"], curve["ti_fp_raw"]
+            )
+        ]
+        out += markdown_table(
+            ["step", "val. loss", "TI(P Pᵀ)", "TI(layer-1 F_P)"], rows, align="rrrr"
+        )
         for key in ("ti_gram", "ti_fp_raw"):
-            if f"spearman_{key}_vs_eval_loss" in curve:
+            if curve.get(f"spearman_{key}_vs_eval_loss") is not None:
                 out += (
                     f"\nSpearman ρ({key}, val. loss) = {curve[f'spearman_{key}_vs_eval_loss']:.3f}"
                     f" (p = {curve[f'spearman_{key}_vs_eval_loss_p']:.3g})"

@@ -15,26 +15,22 @@ allocation into page faults and would penalise allocation-heavy variants.
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import gc
-import json
-import os
 import re
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 
 from tisa import bias as bias_lib
 from tisa import scoring
+from tisa._validate import check_int
 from tisa.attention import attention
-
-HELP = "Run the attention benchmark (ratios against SDPA without positional bias)."
-
 
 # ------------------------------------------------------------------ measurement
 
@@ -154,20 +150,53 @@ VARIANTS: tuple[str, ...] = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class AttentionBenchConfig:
-    """Sizes of the attention benchmark (defaults: the full benchmark)."""
+    """Sizes of the attention benchmark (defaults: the full benchmark; validated).
+
+    Attributes:
+        lengths: sequence lengths timed forward and backward (and forward only).
+        forward_only_lengths: further lengths timed forward only.
+        batch: batch size B.
+        heads: attention heads H.
+        head_dim: head size D.
+        repeats: timed repetitions per variant (the median counts).
+        seed: seed of the inputs and the RBF scorer.
+        variants: variants to run besides the baseline (default: all; names as in
+            :data:`VARIANTS`, e.g. 'sdpa + rbf').
+        threads: torch threads while measuring (default: torch's own).
+        clock: ``wall`` clock, or the process's ``cpu`` time (steadier with one thread on a
+            shared machine).
+    """
 
     lengths: tuple[int, ...] = (128, 512, 2048)
-    forward_only_lengths: tuple[int, ...] = (8192,)
+    forward_only_lengths: tuple[int, ...] = field(default=(8192,), metadata={"cli": {"nargs": "*"}})
     batch: int = 8
     heads: int = 12
     head_dim: int = 64
     repeats: int = 3
     seed: int = 0
-    variants: tuple[str, ...] = field(default=())  # empty: all
-    threads: int | None = None  # torch threads while measuring; None: leave as is
-    clock: str = "wall"  # "wall" or "cpu" (process CPU time, see interleaved_times)
+    variants: tuple[str, ...] = field(
+        default=(), metadata={"cli": {"nargs": "*", "metavar": "NAME"}}
+    )
+    threads: int | None = None
+    clock: Literal["wall", "cpu"] = "wall"
+
+    def __post_init__(self) -> None:
+        for name in ("lengths", "forward_only_lengths", "variants"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name in ("batch", "heads", "head_dim", "repeats"):
+            check_int(getattr(self, name), name)
+        check_int(self.seed, "seed", minimum=0)
+        for length in (*self.lengths, *self.forward_only_lengths):
+            check_int(length, "lengths", minimum=1)
+        if self.threads is not None:
+            check_int(self.threads, "threads", minimum=1)
+        if self.clock not in CLOCKS:
+            raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {self.clock!r}")
+        unknown = sorted(set(self.variants) - set(VARIANTS))
+        if unknown:
+            raise ValueError(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
 
 
 def _variants(cfg: AttentionBenchConfig, length: int, backward: bool):
@@ -303,8 +332,8 @@ def _run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool) -> list[
 
 def format_table(rows: list[dict]) -> str:
     """A Markdown table of benchmark rows."""
-    head = "| pass | L | variant | time / baseline | peak memory | memory / baseline |\n"
-    head += "|---|---:|---|---:|---:|---:|\n"
+    from tisa.reports.markdown import markdown_table
+
     lines = []
     for r in rows:
         mem = "n/a" if r["peak_bytes"] is None else _fmt_bytes(r["peak_bytes"])
@@ -315,10 +344,10 @@ def format_table(rows: list[dict]) -> str:
             else ""
         )
         lines.append(
-            f"| {r['pass']} | {r['length']} | {r['variant']} | {r['time_ratio']:.2f}x{extra} "
-            f"| {mem} | {mratio} |"
+            [r["pass"], r["length"], r["variant"], f"{r['time_ratio']:.2f}x{extra}", mem, mratio]
         )
-    return head + "\n".join(lines) + "\n"
+    columns = ["pass", "L", "variant", "time / baseline", "peak memory", "memory / baseline"]
+    return markdown_table(columns, lines, align="lrlrrr")
 
 
 def _fmt_bytes(n: int) -> str:
@@ -327,91 +356,3 @@ def _fmt_bytes(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
-
-
-# ------------------------------------------------------------------------ CLI
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("which", choices=["attention"], help="benchmark to run")
-    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512, 2048])
-    parser.add_argument("--forward-only-lengths", type=int, nargs="*", default=[8192])
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--head-dim", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument(
-        "--threads", type=int, default=None, help="torch threads (default: torch's own)"
-    )
-    parser.add_argument(
-        "--clock",
-        choices=sorted(CLOCKS),
-        default="wall",
-        help="wall clock, or process CPU time (with --threads 1 on a shared machine)",
-    )
-    parser.add_argument(
-        "--variants",
-        nargs="+",
-        default=[],
-        metavar="NAME",
-        help="measure only these variants (and the baseline), e.g. 'sdpa + rbf'",
-    )
-    parser.add_argument("--output", default=None, help="also write the Markdown table here")
-    parser.add_argument("--json", default=None, help="also write the rows as JSON here")
-
-
-def run(args: argparse.Namespace) -> int:
-    for name in ("batch", "heads", "head_dim", "repeats"):
-        if getattr(args, name) < 1:
-            raise SystemExit(f"tisa bench: --{name.replace('_', '-')} must be >= 1")
-    if args.threads is not None and args.threads < 1:
-        raise SystemExit("tisa bench: --threads must be >= 1")
-    for flag, path in (("--output", args.output), ("--json", args.json)):
-        _check_writable(flag, path)  # before the run, not after it
-    unknown = set(args.variants) - set(VARIANTS)
-    if unknown:
-        raise SystemExit(
-            f"tisa bench: unknown --variants {sorted(unknown)}; choose from {list(VARIANTS)}"
-        )
-    if any(n < 1 for n in [*args.lengths, *args.forward_only_lengths]):
-        raise SystemExit("tisa bench: every length must be >= 1")
-    cfg = AttentionBenchConfig(
-        lengths=tuple(args.lengths),
-        forward_only_lengths=tuple(args.forward_only_lengths),
-        batch=args.batch,
-        heads=args.heads,
-        head_dim=args.head_dim,
-        repeats=args.repeats,
-        variants=tuple(args.variants),
-        threads=args.threads,
-        clock=args.clock,
-    )
-    rows = run_attention_benchmark(cfg)
-    threads = torch.get_num_threads() if cfg.threads is None else cfg.threads
-    table = format_table(rows)
-    print(
-        f"B={cfg.batch}, H={cfg.heads}, D={cfg.head_dim}, torch {torch.__version__}, "
-        f"{threads} threads, {cfg.clock} clock; ratios against SDPA without bias, same process"
-    )
-    print(table)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(table)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
-    if rows and not rows[0].get("memory_exact", False):
-        print("note: not glibc; peak memory may be under-reported (freed memory is reused)")
-    return 0
-
-
-def _check_writable(flag: str, path: str | None) -> None:
-    if path is None:
-        return
-    if os.path.isdir(path):
-        raise SystemExit(f"tisa bench: {flag} {path} is a folder; give a file name")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise SystemExit(
-            f"tisa bench: {flag} {path}: folder {folder} does not exist or is not writable"
-        )

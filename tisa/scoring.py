@@ -11,11 +11,27 @@ keeps, ``*`` any shape of offsets.
 
 Families
 --------
-``rbf``        the paper: f_h(k) = sum_s a_hs * exp(-|b_hs| * (k - c_hs)^2)
-``alibi``      fixed geometric slopes: f_h(k) = -m_h * |k| (no parameters)
-``t5``         learned log-spaced distance buckets (one value per bucket and head)
-``kerple_log`` f_h(k) = -r1_h * log(1 + r2_h * |k|), with r1, r2 > 0
-``free``       one learned value per offset in [-K, K], offsets beyond clipped to +-K
+``rbf``          the paper: f_h(k) = sum_s a_hs * exp(-|b_hs| * (k - c_hs)^2)
+``alibi``        fixed geometric slopes: f_h(k) = -m_h * |k| (no parameters)
+``t5``           learned log-spaced distance buckets (one value per bucket and head)
+``kerple_log``   f_h(k) = -r1_h * log(1 + r2_h * |k|), with r1, r2 > 0
+``free``         one learned value per offset in [-K, K], offsets beyond clipped to +-K
+``rbf_linear``   RBF kernels plus a learned linear tail: rbf_h(k) - m_h * |k|, m_h >= 0
+``rbf_log``      RBF kernels plus a learned KERPLE-log tail: rbf_h(k) - r1_h log(1 + r2_h |k|)
+``rbf_logdist``  RBF kernels on the log-distance axis psi(k) = sign(k) log(1 + |k|/w),
+                 plus a tail (log by default)
+
+The last three exist for length extrapolation. RBF kernels are local bumps that vanish far
+away, so beyond the kernels every key gets the same bias; at lengths beyond training a
+query then spreads its attention over more distant keys than it ever saw. A tail that
+falls monotonically with |k| (as ALiBi's does) keeps distant keys down at any length while
+the kernels keep the local, direction-aware structure. Tails start from ALiBi's geometric
+slopes, so a model begins with ALiBi's recency prior.
+
+The kernel families also take ``far_offset=K`` (off by default): an extra penalty
+``-far_slope * (|k| - K)`` on offsets beyond +-K. With K at least the largest offset seen
+in training it leaves every trained offset unchanged, so it can be switched on for
+evaluation at longer lengths without retraining (a soft attention window).
 
 Names resolve through :data:`REGISTRY` (see :func:`build`), so configs hold plain data:
 ``{"name": "rbf", "num_heads": 12, "num_kernels": 5}``.
@@ -23,7 +39,9 @@ Names resolve through :data:`REGISTRY` (see :func:`build`), so configs hold plai
 
 from __future__ import annotations
 
+import inspect
 import math
+import numbers
 from typing import Any
 
 import torch
@@ -33,13 +51,21 @@ from tisa._validate import check_int
 
 __all__ = [
     "REGISTRY",
+    "TAILS",
     "ScoringFunction",
     "RBFScoring",
     "ALiBiScoring",
     "T5Scoring",
     "KerpleLogScoring",
     "FreeScoring",
+    "RBFTailScoring",
+    "RBFLinearScoring",
+    "RBFLogScoring",
+    "RBFLogDistScoring",
+    "alibi_slopes",
     "build",
+    "far_ramp",
+    "log_distance",
     "register",
 ]
 
@@ -69,11 +95,19 @@ def build(name: str, num_heads: int, **options: Any) -> ScoringFunction:
         **options: family-specific keyword arguments (e.g. ``num_kernels`` for ``"rbf"``).
 
     Raises:
-        ValueError: unknown family or invalid option.
+        ValueError: unknown family, an option the family does not take, or an invalid
+            option value.
     """
     if name not in REGISTRY:
         raise ValueError(f"scoring: unknown family {name!r}; expected one of {sorted(REGISTRY)}")
-    return REGISTRY[name](num_heads=num_heads, **options)
+    cls = REGISTRY[name]
+    accepts = inspect.signature(cls.__init__).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepts.values()):
+        unknown = sorted(set(options) - set(accepts) - {"self", "num_heads"})
+        if unknown:
+            expected = sorted(set(accepts) - {"self", "num_heads"})
+            raise ValueError(f"scoring {name!r}: unknown option(s) {unknown}; it takes {expected}")
+    return cls(num_heads=num_heads, **options)
 
 
 class ScoringFunction(nn.Module):
@@ -133,6 +167,86 @@ class ScoringFunction(nn.Module):
         return ", ".join(f"{k}={v}" for k, v in self.config().items() if k != "name")
 
 
+def _check_number(value: Any, name: str, *, minimum: float | None = None, strict=False) -> float:
+    """``float(value)`` for a finite real number (``> minimum`` if strict, else ``>=``)."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    ok = ok and math.isfinite(value)
+    if ok and minimum is not None:
+        ok = value > minimum if strict else value >= minimum
+    if not ok:
+        bound = "" if minimum is None else f" {'>' if strict else '>='} {minimum:g}"
+        raise ValueError(f"{name} must be a finite number{bound}, got {value!r}")
+    return float(value)
+
+
+def _check_bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def _kernel_init(
+    *,
+    amplitude_mean: float,
+    amplitude_std: float,
+    sharpness_mean: float,
+    sharpness_std: float,
+    offset_mean: float,
+    offset_std: float,
+    offset_range: float | None,
+) -> dict[str, float | None]:
+    """Checked initialisation options of S Gaussian kernels (plain data for ``config()``)."""
+    init: dict[str, float | None] = {
+        "amplitude_mean": _check_number(amplitude_mean, "amplitude_mean"),
+        "amplitude_std": _check_number(amplitude_std, "amplitude_std", minimum=0),
+        "sharpness_mean": _check_number(sharpness_mean, "sharpness_mean"),
+        "sharpness_std": _check_number(sharpness_std, "sharpness_std", minimum=0),
+        "offset_mean": _check_number(offset_mean, "offset_mean"),
+        "offset_std": _check_number(offset_std, "offset_std", minimum=0),
+    }
+    finite = isinstance(offset_range, (int, float)) and math.isfinite(offset_range)
+    if offset_range is not None and not (finite and offset_range >= 0):
+        raise ValueError(f"offset_range must be a number >= 0 or None, got {offset_range!r}")
+    init["offset_range"] = None if offset_range is None else float(offset_range)
+    return init
+
+
+@torch.no_grad()
+def _reset_kernels(amplitude: Tensor, sharpness: Tensor, offset: Tensor, init: dict) -> None:
+    """Draws (H, S) kernel parameters from ``init`` (see :func:`_kernel_init`), in place."""
+    amplitude.normal_(init["amplitude_mean"], init["amplitude_std"])
+    sharpness.normal_(init["sharpness_mean"], init["sharpness_std"])
+    offset.normal_(init["offset_mean"], init["offset_std"])
+    if init["offset_range"] is not None:  # evenly spread, the noise breaks ties between heads
+        r = init["offset_range"]
+        n = offset.shape[-1]
+        grid = torch.linspace(-r, r, n) if n > 1 else torch.zeros(1)
+        offset.add_(grid.to(offset)[None, :])  # centred on offset_mean
+
+
+def _kernel_sum(u: Tensor, amplitude: Tensor, sharpness: Tensor, offset: Tensor) -> Tensor:
+    """sum_s a_hs * exp(-|b_hs| * (u - c_hs)^2): (N,) positions on the kernel axis -> (H, N)."""
+    d = u[None, None, :] - offset[..., None]  # (H, S, N)
+    kernels = torch.exp(-sharpness.abs()[..., None] * d.square())  # (H, S, N)
+    return torch.einsum("hs,hsn->hn", amplitude, kernels)  # (H, N)
+
+
+def _check_far(far_offset: Any, far_slope: Any) -> tuple[int | None, float]:
+    far_offset = check_int(far_offset, "far_offset", minimum=0, optional=True)
+    return far_offset, _check_number(far_slope, "far_slope", minimum=0, strict=True)
+
+
+def far_ramp(offsets: Tensor, far_offset: int, far_slope: float) -> Tensor:
+    """The far-field penalty ``-far_slope * max(|k| - far_offset, 0)``, same shape as ``offsets``.
+
+    Zero on |k| <= far_offset, then falling linearly: with ``far_slope`` of 1 or more,
+    keys beyond the offset get a weight of at most exp(-far_slope) per token of excess
+    distance, a soft attention window of +-far_offset.
+    """
+    excess = (offsets.abs() - far_offset).clamp(min=0)
+    return -far_slope * excess
+
+
 @register("rbf")
 class RBFScoring(ScoringFunction):
     """Sum of S radial-basis kernels per head (Wennberg & Henter, 2021).
@@ -147,6 +261,10 @@ class RBFScoring(ScoringFunction):
     offset_mean + [-R, R] (plus N(0, offset_std^2) noise). With zero amplitudes
     (``amplitude_mean=amplitude_std=0``) the scorer adds exactly nothing to a pretrained
     model's logits at the start (see ``tisa.hf.STARTS``).
+
+    ``far_offset=K`` (default None: off) adds :func:`far_ramp`,
+    ``-far_slope * max(|k| - K, 0)``, for evaluation beyond the training length; no
+    parameters, and nothing changes on |k| <= K.
     """
 
     symmetric = False
@@ -163,54 +281,45 @@ class RBFScoring(ScoringFunction):
         offset_mean: float = 0.0,
         offset_std: float = 5.0,
         offset_range: float | None = None,
+        far_offset: int | None = None,
+        far_slope: float = 1.0,
     ) -> None:
         super().__init__(num_heads=num_heads)
         self.num_kernels = check_int(num_kernels, "num_kernels (S)")
-        finite = isinstance(offset_range, (int, float)) and math.isfinite(offset_range)
-        if offset_range is not None and not (finite and offset_range >= 0):
-            raise ValueError(f"offset_range must be a number >= 0 or None, got {offset_range!r}")
-        for name, value in (
-            ("amplitude_std", amplitude_std),
-            ("sharpness_std", sharpness_std),
-            ("offset_std", offset_std),
-        ):
-            if value < 0:
-                raise ValueError(f"{name} must be >= 0, got {value!r}")
-        self.init = {
-            "amplitude_mean": float(amplitude_mean),
-            "amplitude_std": float(amplitude_std),
-            "sharpness_mean": float(sharpness_mean),
-            "sharpness_std": float(sharpness_std),
-            "offset_mean": float(offset_mean),
-            "offset_std": float(offset_std),
-            "offset_range": None if offset_range is None else float(offset_range),
-        }
+        self.init = _kernel_init(
+            amplitude_mean=amplitude_mean,
+            amplitude_std=amplitude_std,
+            sharpness_mean=sharpness_mean,
+            sharpness_std=sharpness_std,
+            offset_mean=offset_mean,
+            offset_std=offset_std,
+            offset_range=offset_range,
+        )
+        self.far_offset, self.far_slope = _check_far(far_offset, far_slope)
         shape = (self.num_heads, self.num_kernels)
         self.amplitude = nn.Parameter(torch.empty(shape))
         self.sharpness = nn.Parameter(torch.empty(shape))
         self.offset = nn.Parameter(torch.empty(shape))
         self.reset_parameters()
 
-    @torch.no_grad()
     def reset_parameters(self) -> None:
-        i = self.init
-        self.amplitude.normal_(i["amplitude_mean"], i["amplitude_std"])
-        self.sharpness.normal_(i["sharpness_mean"], i["sharpness_std"])
-        self.offset.normal_(i["offset_mean"], i["offset_std"])
-        if i["offset_range"] is not None:  # evenly spread, the noise breaks ties between heads
-            r = i["offset_range"]
-            n = self.num_kernels
-            grid = torch.linspace(-r, r, n) if n > 1 else torch.zeros(1)
-            self.offset.add_(grid.to(self.offset)[None, :])  # centred on offset_mean
+        _reset_kernels(self.amplitude, self.sharpness, self.offset, self.init)
 
     def score(self, offsets: Tensor) -> Tensor:
         k = offsets.to(self.amplitude.dtype)  # (N,)
-        d = k[None, None, :] - self.offset[..., None]  # (H, S, N)
-        kernels = torch.exp(-self.sharpness.abs()[..., None] * d.square())  # (H, S, N)
-        return torch.einsum("hs,hsn->hn", self.amplitude, kernels)  # (H, N)
+        out = _kernel_sum(k, self.amplitude, self.sharpness, self.offset)  # (H, N)
+        if self.far_offset is not None:
+            out = out + far_ramp(k, self.far_offset, self.far_slope)[None, :]
+        return out
 
     def config(self) -> dict[str, Any]:
-        return {**super().config(), "num_kernels": self.num_kernels, **self.init}
+        return {
+            **super().config(),
+            "num_kernels": self.num_kernels,
+            **self.init,
+            "far_offset": self.far_offset,
+            "far_slope": self.far_slope,
+        }
 
 
 def alibi_slopes(num_heads: int) -> Tensor:
@@ -369,3 +478,431 @@ class FreeScoring(ScoringFunction):
 
     def config(self) -> dict[str, Any]:
         return {**super().config(), "max_offset": self.max_offset}
+
+
+#: Tails of the kernel families: ``"linear"`` -m|k|, ``"log"`` -r1 log(1 + r2|k|), none.
+TAILS: tuple[str, ...] = ("linear", "log", "none")
+
+
+def log_distance(offsets: Tensor, scale: float) -> Tensor:
+    """The log-distance axis psi(k) = sign(k) * log(1 + |k| / w) (FIRE's transform).
+
+    About k / w for |k| << w and logarithmic beyond, so a kernel of fixed width on this
+    axis covers a range of offsets that grows in proportion to its distance. Float in,
+    same shape and dtype out; bounded by log(1 + |k|/w), so safe for any offset.
+    """
+    return torch.sign(offsets) * torch.log1p(offsets.abs() / scale)
+
+
+def _softplus_inverse(x: Tensor) -> Tensor:
+    """The raw value whose softplus is ``x`` (> 0): log(exp(x) - 1), stable for small x."""
+    return x + torch.log(-torch.expm1(-x))
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    # At least float32: in bfloat16 integer offsets above 256 round, and (k - c) of two
+    # nearby large numbers loses every digit. The output goes back to the module's dtype.
+    return torch.promote_types(dtype, torch.float32)
+
+
+class RBFTailScoring(ScoringFunction):
+    """Shared implementation of the kernel-plus-tail families (registered subclasses).
+
+    f_h(k) = sum_s a_hs * exp(-|b_hs| * (u(k) - c_hs)^2) + tail_h(k) [+ far_ramp(k)]
+
+    with u(k) = k (``axis="offset"``) or u(k) = psi(k) = sign(k) log(1 + |k|/w)
+    (``axis="log"``, :func:`log_distance`), and a tail that never increases with |k|:
+
+    - ``"linear"``: tail_h(k) = -m_h |k|, m_h = softplus(raw_slope_h) >= 0;
+    - ``"log"``: tail_h(k) = -r1_h log(1 + r2_h |k|), r1_h = softplus(raw_r1_h),
+      r2_h = softplus(raw_r2_h) >= 0;
+    - ``"none"``: no tail.
+
+    Softplus keeps every tail parameter >= 0, so the tail never rises with |k| whatever
+    values training gives the raw parameters (and, unlike a clamp, it keeps a gradient).
+    With ``asymmetric`` each tail parameter has one value for k < 0 (keys before the
+    query) and one for k > 0, shape (H, 2); a causal model only ever trains the k < 0 one.
+
+    Tails start from ALiBi's geometric slopes m_h (:func:`alibi_slopes`) times
+    ``tail_scale``: the linear tail with m_h, the log tail with r1_h = ``init_r1`` and
+    r2_h = m_h / r1_h, so its slope at k = 0 is ALiBi's and it bends into a power law
+    (1 + r2|k|)^(-r1) beyond |k| ~ 1/r2. ``init_r1 > 1`` makes those weights summable:
+    the positional prior of a query keeps a finite total mass at any length.
+
+    Computed in at least float32 (integer offsets up to 2^24 are exact there; bfloat16
+    rounds them above 256) and returned in the parameters' dtype; values and gradients
+    stay finite for large offsets (tested to |k| = 10^6 in float32 and bfloat16).
+    """
+
+    symmetric = False
+    #: ``"offset"``: kernels on k; ``"log"``: kernels on psi(k).
+    axis: str = "offset"
+
+    def __init__(
+        self,
+        *,
+        num_heads: int,
+        num_kernels: int,
+        kernel_init: dict[str, Any],
+        tail: str,
+        tail_scale: float,
+        init_r1: float | None,
+        learn_tail: bool,
+        asymmetric: bool,
+        far_offset: int | None,
+        far_slope: float,
+        distance_scale: float | None = None,
+    ) -> None:
+        super().__init__(num_heads=num_heads)
+        self.num_kernels = check_int(num_kernels, "num_kernels (S)")
+        self.init = _kernel_init(**kernel_init)
+        if tail not in TAILS:
+            raise ValueError(f"tail must be one of {TAILS}, got {tail!r}")
+        self.tail_kind = tail
+        self.tail_scale = _check_number(tail_scale, "tail_scale", minimum=0, strict=True)
+        self.init_r1 = None  # the log tail's starting power
+        if tail == "log":
+            self.init_r1 = _check_number(init_r1, "init_r1", minimum=0, strict=True)
+        self.learn_tail = _check_bool(learn_tail, "learn_tail")
+        self.asymmetric = _check_bool(asymmetric, "asymmetric")
+        self.far_offset, self.far_slope = _check_far(far_offset, far_slope)
+        if self.axis == "log":
+            self.distance_scale = _check_number(
+                distance_scale, "distance_scale", minimum=0, strict=True
+            )
+        shape = (self.num_heads, self.num_kernels)
+        self.amplitude = nn.Parameter(torch.empty(shape))
+        self.sharpness = nn.Parameter(torch.empty(shape))
+        self.offset = nn.Parameter(torch.empty(shape))
+        self._tail_names: tuple[str, ...] = {
+            "linear": ("raw_slope",),
+            "log": ("raw_r1", "raw_r2"),
+            "none": (),
+        }[tail]
+        tail_shape = (self.num_heads, 2) if self.asymmetric else (self.num_heads,)
+        for name in self._tail_names:
+            if self.learn_tail:
+                self.register_parameter(name, nn.Parameter(torch.empty(tail_shape)))
+            else:  # fixed: rebuilt from the config, so not part of the state dict
+                self.register_buffer(name, torch.empty(tail_shape), persistent=False)
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        _reset_kernels(self.amplitude, self.sharpness, self.offset, self.init)
+        slopes = self.tail_scale * alibi_slopes(self.num_heads).double()  # (H,)
+        if self.asymmetric:
+            slopes = slopes[:, None].expand(-1, 2)
+        if self.tail_kind == "linear":
+            self.raw_slope.copy_(_softplus_inverse(slopes))
+        elif self.tail_kind == "log":
+            r1 = torch.full_like(slopes, self.init_r1)
+            self.raw_r1.copy_(_softplus_inverse(r1))
+            self.raw_r2.copy_(_softplus_inverse(slopes / r1))
+
+    def tail_parameters(self) -> dict[str, Tensor]:
+        """The tail's effective values: ``{"slope": m}`` or ``{"r1": r1, "r2": r2}``.
+
+        Each (H,), or (H, 2) with ``asymmetric`` (column 0: k < 0, column 1: k > 0).
+        """
+        return {
+            name.removeprefix("raw_"): nn.functional.softplus(getattr(self, name))
+            for name in self._tail_names
+        }
+
+    def kernels(self, offsets: Tensor) -> Tensor:
+        """The kernel part alone, at integer offsets of any shape ``*``: (H, *)."""
+        return self._part(offsets, self._kernels)
+
+    def tail(self, offsets: Tensor) -> Tensor:
+        """The tail alone (zeros for ``tail="none"``), at integer offsets ``*``: (H, *)."""
+        return self._part(offsets, self._tail)
+
+    def score(self, offsets: Tensor) -> Tensor:
+        k = offsets.to(_compute_dtype(self.amplitude.dtype))  # (N,)
+        out = self._kernels(k) + self._tail(k)  # (H, N)
+        if self.far_offset is not None:
+            out = out + far_ramp(k, self.far_offset, self.far_slope)[None, :]
+        return out.to(self.amplitude.dtype)
+
+    def _part(self, offsets: Tensor, fn) -> Tensor:
+        if offsets.is_floating_point() or offsets.is_complex():
+            raise ValueError(
+                f"offsets must be an integer tensor (k = j - i), got dtype {offsets.dtype}"
+            )
+        k = offsets.reshape(-1).to(_compute_dtype(self.amplitude.dtype))
+        out = fn(k).to(self.amplitude.dtype)  # (H, N)
+        return out.reshape(self.num_heads, *offsets.shape)
+
+    def _kernels(self, k: Tensor) -> Tensor:
+        """(N,) float offsets -> (H, N) kernel sum in k's dtype."""
+        u = log_distance(k, self.distance_scale) if self.axis == "log" else k
+        a, b, c = (p.to(k.dtype) for p in (self.amplitude, self.sharpness, self.offset))
+        return _kernel_sum(u, a, b, c)
+
+    def _tail(self, k: Tensor) -> Tensor:
+        """(N,) float offsets -> (H, N) tail values in k's dtype."""
+        dist = k.abs()[None, :]  # (1, N)
+        if self.tail_kind == "none":
+            return torch.zeros(self.num_heads, k.shape[0], dtype=k.dtype, device=k.device)
+        values = {}
+        for name in self._tail_names:
+            v = nn.functional.softplus(getattr(self, name).to(k.dtype))  # softplus in k's dtype
+            if self.asymmetric:  # column 0 for k < 0, column 1 for k > 0 (k = 0: tail is 0)
+                v = v[:, (k > 0).long()]  # (H, N)
+            else:
+                v = v[:, None]  # (H, 1)
+            values[name.removeprefix("raw_")] = v
+        if self.tail_kind == "linear":
+            return -values["slope"] * dist
+        return -values["r1"] * torch.log1p(values["r2"] * dist)
+
+    def config(self) -> dict[str, Any]:
+        out: dict[str, Any] = {**super().config(), "num_kernels": self.num_kernels, **self.init}
+        if self.axis == "log":
+            out["distance_scale"] = self.distance_scale
+        out.update(self._tail_config())
+        out["far_offset"] = self.far_offset
+        out["far_slope"] = self.far_slope
+        return out
+
+    def _tail_config(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tail_scale": self.tail_scale}
+        if self.tail_kind == "log":
+            out["init_r1"] = self.init_r1
+        out["learn_tail"] = self.learn_tail
+        out["asymmetric"] = self.asymmetric
+        return out
+
+
+@register("rbf_linear")
+class RBFLinearScoring(RBFTailScoring):
+    """RBF kernels plus a learned linear tail per head: ALiBi with learned local structure.
+
+    f_h(k) = sum_s a_hs * exp(-|b_hs| * (k - c_hs)^2) - m_h * |k|,   m_h = softplus(w_h) >= 0
+
+    Parameters: the paper's ``amplitude``, ``sharpness``, ``offset`` (H, S) and the raw
+    slope ``raw_slope`` (H,): 3 * S * H + H per layer (+ H more with ``asymmetric``, whose
+    slopes are (H, 2): k < 0, k > 0; none with ``learn_tail=False``, which keeps the
+    starting slopes fixed).
+
+    Initialisation: kernels as the paper's (c ~ N(0, 5^2), a, b ~ N(0.1, 0.01^2)); slopes
+    m_h = ``tail_scale`` * ALiBi's geometric slopes, so at the start f is ALiBi's bias plus
+    small bumps. Far from the kernels f_h(k) = -m_h |k| exactly: the far field is ALiBi's
+    (with learned slopes), whatever the kernels learn, since they are bounded by
+    sum_s |a_hs| and vanish.
+
+    Args:
+        num_heads: heads H.
+        num_kernels: kernels S per head.
+        amplitude_mean, amplitude_std, sharpness_mean, sharpness_std, offset_mean,
+            offset_std, offset_range: kernel initialisation, as for ``rbf``.
+        tail_scale: starting slopes are ``tail_scale`` times ALiBi's (> 0).
+        learn_tail: learn the slopes (True) or keep them fixed (False).
+        asymmetric: separate slopes for k < 0 and k > 0.
+        far_offset, far_slope: the optional :func:`far_ramp` (off with None).
+    """
+
+    def __init__(
+        self,
+        *,
+        num_heads: int,
+        num_kernels: int = 5,
+        amplitude_mean: float = 0.1,
+        amplitude_std: float = 0.01,
+        sharpness_mean: float = 0.1,
+        sharpness_std: float = 0.01,
+        offset_mean: float = 0.0,
+        offset_std: float = 5.0,
+        offset_range: float | None = None,
+        tail_scale: float = 1.0,
+        learn_tail: bool = True,
+        asymmetric: bool = False,
+        far_offset: int | None = None,
+        far_slope: float = 1.0,
+    ) -> None:
+        super().__init__(
+            num_heads=num_heads,
+            num_kernels=num_kernels,
+            kernel_init=dict(
+                amplitude_mean=amplitude_mean,
+                amplitude_std=amplitude_std,
+                sharpness_mean=sharpness_mean,
+                sharpness_std=sharpness_std,
+                offset_mean=offset_mean,
+                offset_std=offset_std,
+                offset_range=offset_range,
+            ),
+            tail="linear",
+            tail_scale=tail_scale,
+            init_r1=None,
+            learn_tail=learn_tail,
+            asymmetric=asymmetric,
+            far_offset=far_offset,
+            far_slope=far_slope,
+        )
+
+
+@register("rbf_log")
+class RBFLogScoring(RBFTailScoring):
+    """RBF kernels plus a learned KERPLE-log tail per head.
+
+    f_h(k) = sum_s a_hs * exp(-|b_hs| * (k - c_hs)^2) - r1_h * log(1 + r2_h * |k|)
+
+    with r1_h = softplus(raw_r1_h) >= 0, r2_h = softplus(raw_r2_h) >= 0. Parameters: the
+    paper's (H, S) kernel tables and ``raw_r1``, ``raw_r2`` (H,): 3 * S * H + 2 * H per
+    layer (+ 2 * H with ``asymmetric``; none for the tail with ``learn_tail=False``).
+
+    Initialisation: kernels as the paper's; r1_h = ``init_r1`` (default 2) and
+    r2_h = ``tail_scale`` * m_h / r1_h with ALiBi's slopes m_h, so the tail starts with
+    ALiBi's slope at k = 0 and decays like |k|^(-r1) in weight beyond 1/r2_h, a prior that
+    allows more long-range attention than ALiBi's yet has a finite total mass (r1 > 1).
+
+    Args:
+        num_heads, num_kernels, amplitude_mean, amplitude_std, sharpness_mean,
+            sharpness_std, offset_mean, offset_std, offset_range, tail_scale, learn_tail,
+            asymmetric, far_offset, far_slope: as for ``rbf_linear``.
+        init_r1: starting power r1 (> 0; > 1 for a summable prior).
+    """
+
+    def __init__(
+        self,
+        *,
+        num_heads: int,
+        num_kernels: int = 5,
+        amplitude_mean: float = 0.1,
+        amplitude_std: float = 0.01,
+        sharpness_mean: float = 0.1,
+        sharpness_std: float = 0.01,
+        offset_mean: float = 0.0,
+        offset_std: float = 5.0,
+        offset_range: float | None = None,
+        tail_scale: float = 1.0,
+        init_r1: float = 2.0,
+        learn_tail: bool = True,
+        asymmetric: bool = False,
+        far_offset: int | None = None,
+        far_slope: float = 1.0,
+    ) -> None:
+        super().__init__(
+            num_heads=num_heads,
+            num_kernels=num_kernels,
+            kernel_init=dict(
+                amplitude_mean=amplitude_mean,
+                amplitude_std=amplitude_std,
+                sharpness_mean=sharpness_mean,
+                sharpness_std=sharpness_std,
+                offset_mean=offset_mean,
+                offset_std=offset_std,
+                offset_range=offset_range,
+            ),
+            tail="log",
+            tail_scale=tail_scale,
+            init_r1=init_r1,
+            learn_tail=learn_tail,
+            asymmetric=asymmetric,
+            far_offset=far_offset,
+            far_slope=far_slope,
+        )
+
+
+@register("rbf_logdist")
+class RBFLogDistScoring(RBFTailScoring):
+    """RBF kernels on the log-distance axis, plus a tail (KERPLE-log by default).
+
+    f_h(k) = sum_s a_hs * exp(-|b_hs| * (psi(k) - c_hs)^2) + tail_h(k),
+    psi(k) = sign(k) * log(1 + |k| / w)
+
+    The axis is FIRE's transform (Li et al., 2023): near the query (|k| << w) it is
+    linear, beyond it logarithmic, so a kernel's width in tokens grows with its distance
+    and a few kernels cover both the neighbours and the far field. w
+    (``distance_scale``) is fixed, not learned: the kernel centres c are read on this
+    axis, and a learned w would move all of them at once. The tail is that of
+    ``rbf_log`` (``tail="log"``), ``rbf_linear`` (``"linear"``) or none (``"none"``:
+    the kernels alone, which vanish beyond the outermost centre like ``rbf``'s).
+
+    Parameters: (H, S) kernel tables plus the tail's: 3 * S * H + 2 * H per layer with
+    the log tail (+ H with ``"linear"``, + 0 with ``"none"``; doubled tail parameters
+    with ``asymmetric``).
+
+    Initialisation (units of psi): each head's centres evenly over [-4, 4] plus
+    N(0, 0.5^2) noise (w = 1, S = 5: offsets 0, +-6 and +-54; the log axis's counterpart
+    of the paper's spread over a few tokens, reaching out towards the training length),
+    sharpness N(0.5, 0.05^2) (a kernel's standard deviation is 1 on this axis, so
+    neighbouring kernels overlap), amplitudes N(0.1, 0.01^2) as the paper's; the tail as
+    ``rbf_log``'s / ``rbf_linear``'s.
+
+    Args:
+        num_heads, num_kernels: H and S.
+        amplitude_mean, amplitude_std, sharpness_mean, sharpness_std, offset_mean,
+            offset_std, offset_range: kernel initialisation, in units of psi.
+        distance_scale: w in tokens (> 0).
+        tail: ``"log"``, ``"linear"`` or ``"none"``.
+        tail_scale, init_r1, learn_tail, asymmetric: the tail's options (None: the
+            default of ``rbf_log`` / ``rbf_linear``; giving one that the tail does not
+            use is an error).
+        far_offset, far_slope: the optional :func:`far_ramp` (off with None).
+    """
+
+    axis = "log"
+
+    def __init__(
+        self,
+        *,
+        num_heads: int,
+        num_kernels: int = 5,
+        amplitude_mean: float = 0.1,
+        amplitude_std: float = 0.01,
+        sharpness_mean: float = 0.5,
+        sharpness_std: float = 0.05,
+        offset_mean: float = 0.0,
+        offset_std: float = 0.5,
+        offset_range: float | None = 4.0,
+        distance_scale: float = 1.0,
+        tail: str = "log",
+        tail_scale: float | None = None,
+        init_r1: float | None = None,
+        learn_tail: bool | None = None,
+        asymmetric: bool | None = None,
+        far_offset: int | None = None,
+        far_slope: float = 1.0,
+    ) -> None:
+        if tail not in TAILS:
+            raise ValueError(f"tail must be one of {TAILS}, got {tail!r}")
+        given = {
+            "tail_scale": tail_scale,
+            "init_r1": init_r1,
+            "learn_tail": learn_tail,
+            "asymmetric": asymmetric,
+        }
+        used = {"log": set(given), "linear": set(given) - {"init_r1"}, "none": set()}[tail]
+        wrong = sorted(n for n, v in given.items() if v is not None and n not in used)
+        if wrong:
+            raise ValueError(f"{wrong} do not apply to tail={tail!r}")
+        super().__init__(
+            num_heads=num_heads,
+            num_kernels=num_kernels,
+            kernel_init=dict(
+                amplitude_mean=amplitude_mean,
+                amplitude_std=amplitude_std,
+                sharpness_mean=sharpness_mean,
+                sharpness_std=sharpness_std,
+                offset_mean=offset_mean,
+                offset_std=offset_std,
+                offset_range=offset_range,
+            ),
+            tail=tail,
+            tail_scale=1.0 if tail_scale is None else tail_scale,
+            init_r1=(2.0 if init_r1 is None else init_r1) if tail == "log" else None,
+            learn_tail=True if learn_tail is None else learn_tail,
+            asymmetric=False if asymmetric is None else asymmetric,
+            far_offset=far_offset,
+            far_slope=far_slope,
+            distance_scale=distance_scale,
+        )
+
+    def _tail_config(self) -> dict[str, Any]:
+        out = {"tail": self.tail_kind}
+        if self.tail_kind != "none":
+            out.update(super()._tail_config())
+        return out

@@ -11,7 +11,8 @@ import torch
 import transformers as hf
 
 from tisa import scoring
-from tisa.analysis import extract, metrics
+from tisa.analysis import extract, loading, metrics, training
+from tisa.data.corpus import ptb_lines
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -163,26 +164,26 @@ def test_unsupported_architecture_is_reported() -> None:
 
 
 def test_load_model_errors(tmp_path: Path) -> None:
-    with pytest.raises(extract.ModelLoadError, match="no such folder"):
-        extract.load_model(str(tmp_path / "missing" / "model"))
-    with pytest.raises(extract.ModelLoadError, match="Hub"):
-        extract.load_model("nobody-has-this/model-xyz-123")
+    with pytest.raises(loading.ModelLoadError, match="no such folder"):
+        loading.load_model(str(tmp_path / "missing" / "model"))
+    with pytest.raises(loading.ModelLoadError, match="Hub"):
+        loading.load_model("nobody-has-this/model-xyz-123")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(extract.ModelLoadError, match="config"):
-        extract.load_model(str(tmp_path / "empty"))
+    with pytest.raises(loading.ModelLoadError, match="config"):
+        loading.load_model(str(tmp_path / "empty"))
     llama = hf.LlamaConfig(
         hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=4
     )
     llama.save_pretrained(tmp_path / "llama")
     with pytest.raises(extract.UnsupportedModelError, match="DistilBERT"):
-        extract.load_model(str(tmp_path / "llama"))
+        loading.load_model(str(tmp_path / "llama"))
 
 
 def test_load_model_roundtrip_with_task_head(tmp_path: Path) -> None:
     torch.manual_seed(0)
     mlm = hf.BertForMaskedLM(_configs()["bert"]).eval()
     mlm.save_pretrained(tmp_path / "m")
-    model, tok = extract.load_model(str(tmp_path / "m"))
+    model, tok = loading.load_model(str(tmp_path / "m"))
     assert tok is None  # no tokenizer saved
     assert model.config._attn_implementation == "eager"
     torch.testing.assert_close(
@@ -205,8 +206,9 @@ def test_scoring_profiles_of_rbf_scorers() -> None:
         extract.scoring_profiles(scorers, max_offset=0)
 
 
-def test_tisa_model_scorers_if_available() -> None:
-    hf_tisa = pytest.importorskip("tisa.hf")
+def test_tisa_model_scorers() -> None:
+    import tisa.hf as hf_tisa
+
     model = hf.BertModel(_configs()["bert"])
     hf_tisa.add_tisa(model, scoring="rbf", num_kernels=2)
     pairs = extract.tisa_scorers(model)
@@ -253,7 +255,9 @@ def _write_checkpoints(root: Path) -> list[float]:
 
 def test_ti_over_training(tmp_path: Path) -> None:
     losses = _write_checkpoints(tmp_path)
-    out = extract.ti_over_training(tmp_path, progress=False)
+    result = training.ti_over_training(tmp_path, progress=False)
+    assert result.spearman["ti_gram_vs_step"].rho == pytest.approx(1.0)
+    out = result.to_dict()
     assert out["steps"] == [100, 200, 300, 400]
     assert out["checkpoints"] == [f"checkpoint-{s}" for s in (100, 200, 300, 400)]
     assert out["eval_loss"] == losses
@@ -270,9 +274,9 @@ def test_ti_over_training(tmp_path: Path) -> None:
 
 def test_ti_over_training_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="checkpoint_dir"):
-        extract.ti_over_training(tmp_path / "nope")
+        training.ti_over_training(tmp_path / "nope")
     with pytest.raises(ValueError, match="checkpoint-<step>"):
-        extract.ti_over_training(tmp_path)
+        training.ti_over_training(tmp_path)
 
 
 # --- probes --------------------------------------------------------------------------
@@ -300,8 +304,8 @@ def test_probe_inputs(minilm_tokenizer) -> None:
     assert real[0, 1:-1].tolist() == flat[:6] and real[1, 1:-1].tolist() == flat[6:12]
     with pytest.raises(ValueError, match="tokens"):
         probes.sentence_ids(tok, 64, 4, texts=texts)
-    ptb = probes.ptb_sentences("valid", limit=5)
-    assert len(ptb) == 5 and all("<unk>" not in s for s in ptb)
+    ptb = ptb_lines("valid", unk=None)[:5]
+    assert len(ptb) == 5 and all("<unk>" not in s and "[UNK]" not in s for s in ptb)
 
 
 def test_probe_without_position_information_is_uniform(minilm_tokenizer) -> None:

@@ -124,6 +124,132 @@ def test_causal_ti_ignores_the_upper_triangle() -> None:
     assert float(metrics.translation_invariance(m)) < 0.9
 
 
+def _naive_ti(m: torch.Tensor, *, causal: bool = False, exclude_diagonal: bool = False) -> float:
+    """Loop reference: projection, mean and variance over the used entries only."""
+    n = m.shape[-1]
+    used = [
+        (i, j)
+        for i in range(n)
+        for j in range(n)
+        if (j <= i or not causal) and (j != i or not exclude_diagonal)
+    ]
+    diagonals: dict[int, list[float]] = {}
+    for i, j in used:
+        diagonals.setdefault(j - i, []).append(float(m[i, j]))
+    proj = {k: sum(v) / len(v) for k, v in diagonals.items()}
+    mean = sum(float(m[i, j]) for i, j in used) / len(used)
+    resid = sum((float(m[i, j]) - proj[j - i]) ** 2 for i, j in used)
+    total = sum((float(m[i, j]) - mean) ** 2 for i, j in used)
+    return 1.0 - resid / total
+
+
+# M[i, j] for j <= i (rows 1, 2 0, 4 0 0) and garbage above the diagonal (5, -3, 7).
+_CAUSAL_EXAMPLE = torch.tensor([[1.0, 5.0, -3.0], [2.0, 0.0, 7.0], [4.0, 0.0, 0.0]])
+
+
+def test_causal_ti_hand_computed_values() -> None:
+    # j <= i: diagonals k = 0: (1, 0, 0), mean 1/3, residual 2/3; k = -1: (2, 0), residual 2;
+    # k = -2: (4,), residual 0. Six entries, mean 7/6, variance sum 21 - 6 (7/6)^2 = 77/6.
+    # TI = 1 - (8/3) / (77/6) = 61/77 = 0.792. A variance over all nine entries (ignoring
+    # the mask, 2040/27) would give 0.965, one over the triangle around the mean of all
+    # nine entries (16/9) would give 0.823.
+    m = _CAUSAL_EXAMPLE
+    assert float(metrics.translation_invariance(m, causal=True)) == pytest.approx(61 / 77)
+    # j < i: (2, 0) on k = -1 (residual 2) and (4,) on k = -2; mean 2, variance sum 8.
+    off = metrics.translation_invariance(m, causal=True, exclude_diagonal=True)
+    assert float(off) == pytest.approx(3 / 4)
+    # the upper triangle does matter without the mask
+    assert float(metrics.translation_invariance(m)) == pytest.approx(_naive_ti(m))
+    assert float(metrics.translation_invariance(m)) != pytest.approx(61 / 77, abs=1e-3)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("exclude_diagonal", [False, True])
+@pytest.mark.parametrize("n", [3, 5, 12])
+def test_ti_matches_loop_reference(n: int, causal: bool, exclude_diagonal: bool) -> None:
+    gen = torch.Generator().manual_seed(100 + n)
+    # a Toeplitz part plus noise, with an upper triangle on another scale, so that every
+    # term (projection, mean, variance) has to use exactly the right entries
+    m = _toeplitz(torch.randn(2 * n - 1, generator=gen), n) + 0.7 * torch.randn(n, n, generator=gen)
+    m = m + 4.0 * torch.randn(n, n, generator=gen).triu(1) + 3.0
+    m = m + torch.diag(torch.linspace(-2.0, 5.0, n))
+    expected = _naive_ti(m, causal=causal, exclude_diagonal=exclude_diagonal)
+    assert 0.05 < expected < 0.95  # a non-trivial value
+    ti = metrics.translation_invariance(m, causal=causal, exclude_diagonal=exclude_diagonal)
+    assert float(ti) == pytest.approx(expected, abs=1e-12)
+    batch = torch.stack([m, m.T, 2 * m])
+    got = metrics.translation_invariance(batch, causal=causal, exclude_diagonal=exclude_diagonal)
+    assert got.shape == (3,)
+    assert float(got[1]) == pytest.approx(
+        _naive_ti(m.T, causal=causal, exclude_diagonal=exclude_diagonal), abs=1e-12
+    )
+    assert float(got[2]) == pytest.approx(expected, abs=1e-12)
+
+
+def test_causal_ti_of_random_lower_triangle_is_low() -> None:
+    # i.i.d. noise below the diagonal and a Toeplitz matrix above: causal TI sees only
+    # the noise: L diagonals fitted to L (L + 1) / 2 entries explain about (L - 1) / that
+    gen = torch.Generator().manual_seed(7)
+    n = 128
+    noise = torch.randn(n, n, generator=gen).tril()
+    m = noise + _toeplitz(torch.randn(2 * n - 1, generator=gen), n).triu(1) * 10
+    ti = float(metrics.translation_invariance(m, causal=True))
+    assert ti == pytest.approx((n - 1) / (n * (n + 1) / 2), rel=0.5)
+    assert float(metrics.translation_invariance(m, causal=True, exclude_diagonal=True)) < 0.05
+
+
+@pytest.mark.parametrize("n", [2, 9, 64])
+def test_toeplitz_plus_varying_diagonal_scores_one_off_diagonal(n: int) -> None:
+    gen = torch.Generator().manual_seed(8 + n)
+    m = _toeplitz(torch.randn(2 * n - 1, generator=gen), n)
+    m = m + torch.diag(torch.randn(n, generator=gen) * 3)
+    assert float(metrics.translation_invariance(m, exclude_diagonal=True)) == pytest.approx(
+        1.0, abs=1e-10
+    )
+    assert float(
+        metrics.translation_invariance(m, causal=True, exclude_diagonal=True)
+    ) == pytest.approx(1.0, abs=1e-10)
+    if n > 2:
+        assert float(metrics.translation_invariance(m)) < 0.95
+        assert float(metrics.translation_invariance(m, causal=True)) < 0.95
+
+
+def test_off_diagonal_ti_of_random_gram_is_near_zero() -> None:
+    # 512 random 384-dimensional positions: the diagonal (squared norms, about d each)
+    # alone explains about d / (d + n) of the variance of P P^T
+    gen = torch.Generator().manual_seed(9)
+    n, d = 512, 384
+    p = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    gram = p @ p.T
+    assert float(metrics.translation_invariance(gram)) == pytest.approx(d / (d + n), abs=0.03)
+    off = float(metrics.translation_invariance(gram, exclude_diagonal=True))
+    assert 0.0 < off < 0.01
+    assert off == pytest.approx((2 * n - 3) / (n * (n - 1)), rel=0.5)
+
+
+def test_off_diagonal_ti_of_sinusoidal_embeddings_is_one() -> None:
+    pe = _sinusoidal(300, 96)
+    gram = pe @ pe.T
+    assert float(metrics.translation_invariance(gram, exclude_diagonal=True)) == pytest.approx(
+        1.0, abs=1e-10
+    )
+    unit = torch.nn.functional.normalize(pe, dim=-1)
+    cosine = unit @ unit.T
+    assert float(metrics.translation_invariance(cosine, exclude_diagonal=True)) == pytest.approx(
+        1.0, abs=1e-10
+    )
+
+
+def test_off_diagonal_ti_of_tiny_matrices_is_defined() -> None:
+    one = torch.full((1, 1), 2.0)
+    assert float(metrics.translation_invariance(one, exclude_diagonal=True)) == 1.0
+    two = torch.tensor([[1.0, 2.0], [3.0, -4.0]])
+    # two off-diagonal entries, each its own diagonal: a perfect Toeplitz fit
+    assert float(metrics.translation_invariance(two, exclude_diagonal=True)) == 1.0
+    assert float(metrics.translation_invariance(two, causal=True, exclude_diagonal=True)) == 1.0
+    assert float(metrics.translation_invariance(two)) < 1.0
+
+
 def test_projection_matches_naive_reference_and_is_idempotent() -> None:
     gen = torch.Generator().manual_seed(4)
     m = torch.randn(11, 11, generator=gen)

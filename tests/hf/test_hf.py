@@ -46,9 +46,9 @@ def live_bias_by_default(monkeypatch):
     """These tests check the mechanism with a bias that is not zero: add_tisa here starts
     from the paper's initialisation. Its real default (zero amplitudes, which leaves a
     pretrained model unchanged) is tested in test_optim.py."""
-    import tisa.hf.convert
+    import tisa.hf.settings
 
-    monkeypatch.setattr(tisa.hf.convert, "DEFAULT_START", "paper")
+    monkeypatch.setattr(tisa.hf.settings, "DEFAULT_START", "paper")
 
 
 def _config(arch: str):

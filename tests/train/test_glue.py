@@ -273,9 +273,6 @@ def test_cli_prints_the_table_of_finished_runs(rte_run, capsys):
 
 @needs_glue
 def test_tisa_keep_and_remove_variants(tiny_model, tmp_path):
-    tisa_hf = pytest.importorskip("tisa.hf")
-    if not hasattr(tisa_hf, "add_tisa"):
-        pytest.skip("tisa.hf.add_tisa not available yet")
     config = _rte_config(tiny_model, tmp_path, seeds=(1,), variants=("none", "keep", "remove"))
     results = run_glue(config)
     pos = {r["variant"]: r["positional_parameters"] for r in results.runs}

@@ -1,11 +1,14 @@
 """Measuring translation invariance in transformer language models.
 
 * :mod:`tisa.analysis.metrics`: pure tensor -> number (TI, Toeplitz projection, offset
-  profiles, locality and symmetry of attention).
-* :mod:`tisa.analysis.extract`: position embeddings, layer-1 positional logits F_P, TISA
-  scoring functions and TI over training checkpoints, from Hugging Face models.
+  profiles, locality and symmetry of attention): where TI is computed.
+* :mod:`tisa.analysis.extract`: position embeddings, layer-1 positional logits F_P and TISA
+  scoring functions, from Hugging Face models.
 * :mod:`tisa.analysis.probes`: mean attention on position-only and real-text inputs.
-* :mod:`tisa.analysis.cli`: the ``tisa analyze`` command and :func:`analyze`.
+* :mod:`tisa.analysis.training`: TI over training (checkpoints or a run's ``ti.jsonl``).
+* :mod:`tisa.analysis.loading`: loading a model (Hub id or folder) for analysis.
+* :mod:`tisa.analysis.results`: the typed results; :mod:`tisa.analysis.pipeline`:
+  :func:`analyze`, which measures models and writes ``metrics.json`` and the report.
 
 Names below load their module on first use, so that ``tisa --help`` does not pay for
 torch, transformers or matplotlib.
@@ -24,13 +27,17 @@ _LAZY = {
     "toeplitz_projection": "tisa.analysis.metrics",
     "translation_invariance": "tisa.analysis.metrics",
     "transpose_symmetry": "tisa.analysis.metrics",
-    "load_model": "tisa.analysis.extract",
+    "load_model": "tisa.analysis.loading",
     "positional_logits": "tisa.analysis.extract",
     "position_embeddings": "tisa.analysis.extract",
     "scoring_profiles": "tisa.analysis.extract",
-    "ti_over_training": "tisa.analysis.extract",
+    "ti_over_training": "tisa.analysis.training",
+    "read_ti_log": "tisa.analysis.training",
+    "TrainingTI": "tisa.analysis.training",
     "attention_probe": "tisa.analysis.probes",
-    "analyze": "tisa.analysis.cli",
+    "analyze": "tisa.analysis.pipeline",
+    "AnalysisConfig": "tisa.analysis.pipeline",
+    "AnalysisResult": "tisa.analysis.results",
 }
 
 __all__ = list(_LAZY)

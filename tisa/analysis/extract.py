@@ -3,8 +3,8 @@
 Supported: models with a learned (or fixed) absolute position-embedding table, namely
 BERT, RoBERTa (and XLM-R / CamemBERT, which share its embeddings), ALBERT, ELECTRA,
 DistilBERT and GPT-2, plus TISA models made with :mod:`tisa.hf` (their learned scoring
-functions f_h). Models are recognised by their module layout, so task heads (``...ForMaskedLM``
-etc.) and converted models work too.
+functions f_h). Where each family keeps these modules is described once, in
+:mod:`tisa.hf.architectures`; task heads (``...ForMaskedLM`` etc.) and TISA models work too.
 
 Letters: L positions analysed, E embedding size, D hidden size, H heads, Dh head size.
 
@@ -39,14 +39,8 @@ What is extracted
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import warnings
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -56,13 +50,13 @@ from tisa._validate import check_int
 from tisa.analysis import metrics
 from tisa.bias import expand
 from tisa.bias import table as bias_table
+from tisa.hf.architectures import architecture_of, stock_model_type
 
 __all__ = [
     "SUPPORTED_ARCHITECTURES",
-    "ModelLoadError",
+    "PositionalTI",
     "PositionalTerms",
     "ScoringProfiles",
-    "TisaUnavailableError",
     "UnsupportedModelError",
     "cosine_matrix",
     "describe",
@@ -71,12 +65,11 @@ __all__ = [
     "has_absolute_positions",
     "is_causal",
     "layer1_position_inputs",
-    "load_model",
     "num_positions",
     "position_embeddings",
     "positional_logits",
     "scoring_profiles",
-    "ti_over_training",
+    "supported_message",
     "tisa_scorers",
 ]
 
@@ -99,26 +92,19 @@ class UnsupportedModelError(ValueError):
     """The model has neither a supported absolute position table nor TISA scorers."""
 
 
-class ModelLoadError(ValueError):
-    """A model name or path could not be loaded."""
-
-
-class TisaUnavailableError(ImportError):
-    """TISA analysis was asked for but :mod:`tisa.hf` cannot be imported."""
-
-
-def _supported_message(what: str) -> str:
+def supported_message(what: str) -> str:
+    """``what``, followed by the list of supported architectures."""
     return f"{what}; supported: " + ", ".join(SUPPORTED_ARCHITECTURES) + "."
 
 
 # --------------------------------------------------------------------------------------
-# Module layout
+# Where the positional machinery is
 # --------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Layout:
-    """Where the positional machinery of one model family lives."""
+    """The positional machinery of one model, found through its family's description."""
 
     family: str
     position: nn.Embedding
@@ -138,89 +124,41 @@ def _base(model: nn.Module) -> nn.Module:
     return getattr(model, "base_model", model)
 
 
-def _linear(mod: nn.Linear) -> tuple[Tensor, Tensor | None]:
-    return mod.weight.detach().T, None if mod.bias is None else mod.bias.detach()
-
-
-def _embedding(module: nn.Module | None) -> nn.Embedding | None:
-    return module if isinstance(module, nn.Embedding) else None
-
-
 def _layout(model: nn.Module) -> _Layout:
-    """Finds the position table and layer-1 query/key maps by module layout."""
+    """The position table and layer-1 query/key maps of a supported model."""
+    arch = architecture_of(model)
+    name = type(model).__name__
+    if arch is None:
+        model_type = getattr(getattr(model, "config", None), "model_type", None)
+        raise UnsupportedModelError(
+            supported_message(f"{name} (model_type {model_type!r}) is not a supported family")
+        )
     base = _base(model)
-    if hasattr(base, "wpe") and hasattr(base, "h"):  # GPT-2
-        wpe = _embedding(base.wpe)
-        if wpe is None:
-            raise UnsupportedModelError(_supported_message("GPT-2 model without a wpe table"))
-        attn = base.h[0].attn
-        w, b = attn.c_attn.weight.detach(), attn.c_attn.bias.detach()  # Conv1D: x @ W + b
-        d = attn.embed_dim
-        return _Layout(
-            family="gpt2",
-            position=wpe,
-            first=0,
-            token_type=None,
-            norm=base.h[0].ln_1,
-            project=None,
-            query=(w[:, :d], b[:d]),
-            key=(w[:, d : 2 * d], b[d : 2 * d]),
-            num_heads=attn.num_heads,
-            head_dim=attn.head_dim,
-            scale=float(getattr(attn, "scaling", attn.head_dim**-0.5)),
-            causal=True,
-        )
-    emb = getattr(base, "embeddings", None)
-    position = _embedding(getattr(emb, "position_embeddings", None))
-    if emb is None or position is None:
+    position = arch.position_table(base)
+    if position is None:
         raise UnsupportedModelError(
-            _supported_message(f"{type(model).__name__} has no absolute position-embedding table")
+            supported_message(f"{name} has no absolute position-embedding table")
         )
-    token_type = _embedding(getattr(emb, "token_type_embeddings", None))
-    norm = getattr(emb, "LayerNorm", None)
-    first = 0
-    if hasattr(type(emb), "create_position_ids_from_input_ids"):  # RoBERTa family
-        first = int(getattr(emb, "padding_idx", position.padding_idx or 0)) + 1
-    transformer = getattr(base, "transformer", None)
-    encoder = getattr(base, "encoder", None)
-    project: nn.Linear | None = None
-    if transformer is not None and hasattr(transformer, "layer"):  # DistilBERT
-        attn = transformer.layer[0].attention
-        family, q, k = "distilbert", attn.q_lin, attn.k_lin
-        heads, head_dim = attn.n_heads, attn.attention_head_size
-    elif encoder is not None and hasattr(encoder, "albert_layer_groups"):  # ALBERT
-        attn = encoder.albert_layer_groups[0].albert_layers[0].attention
-        family, q, k = "albert", attn.query, attn.key
-        heads, head_dim = attn.num_attention_heads, attn.attention_head_size
-        project = encoder.embedding_hidden_mapping_in
-    elif encoder is not None and hasattr(encoder, "layer"):  # BERT, RoBERTa, ELECTRA
-        attn = encoder.layer[0].attention.self
-        q, k = attn.query, attn.key
-        heads, head_dim = attn.num_attention_heads, attn.attention_head_size
-        project = getattr(base, "embeddings_project", None)  # ELECTRA when E != D
-        family = "electra" if project is not None else ("roberta" if first else "bert")
-        family = getattr(getattr(model, "config", None), "model_type", family) or family
-    else:
+    attention = arch.attention_modules(base)[0]
+    query_key = arch.query_key(attention)
+    if query_key is None:
         raise UnsupportedModelError(
-            _supported_message(f"unrecognised module layout of {type(model).__name__}")
+            supported_message(f"layer-1 query/key of {name} are not Linear")
         )
-    if not isinstance(q, nn.Linear) or not isinstance(k, nn.Linear):
-        raise UnsupportedModelError(
-            _supported_message(f"layer-1 query/key of {type(model).__name__} are not Linear")
-        )
+    heads, head_dim = arch.head_shape(attention)
     return _Layout(
-        family=family,
+        family=stock_model_type(model.config),
         position=position,
-        first=first,
-        token_type=token_type,
-        norm=norm,
-        project=project,
-        query=_linear(q),
-        key=_linear(k),
-        num_heads=int(heads),
-        head_dim=int(head_dim),
-        scale=float(getattr(attn, "scaling", head_dim**-0.5)),
-        causal=False,
+        first=arch.first_position(base),
+        token_type=arch.token_type_table(base),
+        norm=arch.input_norm(base),
+        project=arch.input_projection(base),
+        query=query_key[0],
+        key=query_key[1],
+        num_heads=heads,
+        head_dim=head_dim,
+        scale=arch.logit_scale(attention),
+        causal=arch.causal,
     )
 
 
@@ -235,13 +173,9 @@ def has_absolute_positions(model: nn.Module) -> bool:
 
 def is_causal(model: nn.Module) -> bool:
     """True for decoder-only models (GPT-2, TISA GPT-2, any ``config.is_decoder``)."""
+    arch = architecture_of(model)
     config = getattr(model, "config", None)
-    base = _base(model)
-    return (
-        bool(getattr(config, "is_decoder", False))
-        or "gpt2" in str(getattr(config, "model_type", ""))
-        or (hasattr(base, "wpe") and hasattr(base, "h"))
-    )
+    return bool(getattr(config, "is_decoder", False)) or (arch is not None and arch.causal)
 
 
 def num_positions(model: nn.Module) -> int:
@@ -281,10 +215,7 @@ def describe(model: nn.Module) -> dict[str, Any]:
         )
     else:
         out["causal"] = is_causal(model)
-    try:
-        out["tisa_layers"] = len(tisa_scorers(model))
-    except TisaUnavailableError:
-        out["tisa_layers"] = None
+    out["tisa_layers"] = len(tisa_scorers(model))
     out["num_parameters"] = sum(p.numel() for p in model.parameters())
     return out
 
@@ -386,7 +317,32 @@ def positional_logits(
     return _logits(lay, x, include_bias)
 
 
-@dataclass
+@dataclass(frozen=True)
+class PositionalTI:
+    """Translation invariance of a model's positional terms (the model-level summary).
+
+    Attributes:
+        gram: TI of P P^T.
+        fp_raw: (H,) TI of each layer-1 head's F_P from raw P.
+        fp_ln: (H,) TI of each layer-1 head's F_P from P through LayerNorm.
+    """
+
+    gram: float
+    fp_raw: Tensor
+    fp_ln: Tensor
+
+    @property
+    def fp_raw_mean(self) -> float:
+        """Mean over layer-1 heads of TI(F_P), raw P."""
+        return float(self.fp_raw.mean())
+
+    @property
+    def fp_ln_mean(self) -> float:
+        """Mean over layer-1 heads of TI(F_P), P through LayerNorm."""
+        return float(self.fp_ln.mean())
+
+
+@dataclass(frozen=True)
 class PositionalTerms:
     """Everything :func:`extract` reads off one model.
 
@@ -407,6 +363,15 @@ class PositionalTerms:
     fp_ln: Tensor
     causal: bool
     settings: dict[str, Any]
+
+    def translation_invariance(self) -> PositionalTI:
+        """TI of P P^T and of every head's F_P (on the j <= i triangle for causal models,
+        which never use the rest)."""
+        return PositionalTI(
+            gram=float(metrics.translation_invariance(self.gram)),
+            fp_raw=metrics.translation_invariance(self.fp_raw, causal=self.causal),
+            fp_ln=metrics.translation_invariance(self.fp_ln, causal=self.causal),
+        )
 
 
 def extract(
@@ -443,22 +408,13 @@ def extract(
 
 
 def tisa_scorers(model: nn.Module) -> list[tuple[int, nn.Module]]:
-    """(layer, scoring function) pairs of a TISA model; empty for other models.
+    """(layer, scoring function) pairs of a TISA model; empty for other models."""
+    from tisa.hf import iter_scorers
 
-    Raises:
-        TisaUnavailableError: :mod:`tisa.hf` cannot be imported.
-    """
-    try:
-        from tisa.hf import iter_scorers
-    except ImportError as err:
-        raise TisaUnavailableError(
-            "analysing TISA scoring functions needs tisa.hf.iter_scorers, which could not "
-            f"be imported ({err})"
-        ) from err
     return list(iter_scorers(model))
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScoringProfiles:
     """Learned f_h of every TISA layer and head.
 
@@ -509,271 +465,3 @@ def scoring_profiles(
         ti=torch.stack(tis),
         families=families,
     )
-
-
-# --------------------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------------------
-
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-
-
-def _is_tisa_config(config: Any) -> bool:
-    try:
-        keys = config.to_dict().keys()
-    except Exception:  # pragma: no cover - exotic configs
-        return False
-    return "tisa" in str(getattr(config, "model_type", "")).lower() or any(
-        "tisa" in k.lower() for k in keys
-    )
-
-
-def _register_tisa() -> bool:
-    """Imports tisa.hf when present so that saved TISA models load with Auto classes."""
-    try:
-        import tisa.hf  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def load_model(
-    name_or_path: str | os.PathLike[str], *, tokenizer: bool = True, eager: bool = True
-) -> tuple[nn.Module, Any]:
-    """Loads a model (and its tokenizer) for analysis, in eval mode on CPU.
-
-    Args:
-        name_or_path: local folder or Hugging Face Hub id.
-        tokenizer: also load the tokenizer (``None`` in the result when there is none).
-        eager: ask for the eager attention implementation, which returns attention
-            weights. TISA models keep the implementation their config names.
-
-    Returns:
-        (model, tokenizer or None).
-
-    Raises:
-        ModelLoadError: not a folder and not a loadable Hub id (e.g. offline, not cached).
-        UnsupportedModelError: the architecture is not supported (see
-            :data:`SUPPORTED_ARCHITECTURES`).
-    """
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
-
-    name = str(name_or_path)
-    path = Path(name).expanduser()
-    if not path.exists() and (not _HUB_ID.match(name) or name.startswith(".")):
-        raise ModelLoadError(f"{name!r}: no such folder, and not a Hugging Face Hub id")
-    if path.exists() and not path.is_dir():
-        raise ModelLoadError(f"{name!r} is a file; expected a model folder or a Hub id")
-    source = str(path) if path.exists() else name
-    tisa_ok = _register_tisa()
-    # Without a route to the Hub, use the cache only: fails at once instead of retrying.
-    hub: dict[str, Any] = {} if path.exists() or _hub_reachable() else {"local_files_only": True}
-    try:
-        config = AutoConfig.from_pretrained(source, **hub)
-    except (OSError, ValueError, KeyError) as err:
-        where = "folder" if path.exists() else "Hugging Face Hub id"
-        hint = (
-            "it has no readable config.json"
-            if path.exists()
-            else "not in the local cache and the Hub could not be reached (offline?) or "
-            "the id does not exist"
-        )
-        raise ModelLoadError(f"cannot load {where} {name!r}: {hint} ({_first_line(err)})") from err
-    is_tisa = _is_tisa_config(config)
-    if is_tisa and not tisa_ok:
-        raise UnsupportedModelError(
-            f"{name!r} is a TISA model, but tisa.hf could not be imported to load it"
-        )
-    known = {"bert", "roberta", "xlm-roberta", "camembert", "albert", "electra", "distilbert"}
-    if config.model_type not in known | {"gpt2"} and not is_tisa:
-        raise UnsupportedModelError(
-            _supported_message(f"{name!r} is a {config.model_type!r} model, not supported")
-        )
-    kwargs: dict[str, Any] = dict(hub)
-    if eager and not is_tisa:
-        kwargs["attn_implementation"] = "eager"
-    try:
-        with _quiet_loading():  # a task head's unused weights are expected, not news
-            model = AutoModel.from_pretrained(source, **kwargs)
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(f"cannot load the weights of {name!r} ({_first_line(err)})") from err
-    model.eval()
-    tok = None
-    # A local folder without tokenizer files would give an empty default tokenizer.
-    if tokenizer and (not path.exists() or any((path / f).exists() for f in _TOKENIZER_FILES)):
-        try:
-            tok = AutoTokenizer.from_pretrained(source, **hub)
-        except (OSError, ValueError, TypeError):
-            tok = None
-    return model, tok
-
-
-def _hub_reachable(timeout: float = 3.0) -> bool:
-    """False in offline mode or when the Hub's host cannot be reached within ``timeout``."""
-    import socket
-    from urllib.parse import urlparse
-
-    from huggingface_hub import constants
-
-    if constants.HF_HUB_OFFLINE:
-        return False
-    url = urlparse(constants.ENDPOINT)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        with socket.create_connection((url.hostname or "", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-_TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.txt",
-    "vocab.json",
-    "spiece.model",
-    "sentencepiece.bpe.model",
-)
-
-
-@contextmanager
-def _quiet_loading() -> Iterator[None]:
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[0][:300] if text else type(err).__name__
-
-
-# --------------------------------------------------------------------------------------
-# Over training
-# --------------------------------------------------------------------------------------
-
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-
-
-def _checkpoints(folder: Path) -> list[tuple[int, Path]]:
-    found = []
-    for child in folder.iterdir():
-        m = _CHECKPOINT.match(child.name)
-        if m and child.is_dir():
-            found.append((int(m.group(1)), child))
-    return sorted(found)
-
-
-def _eval_loss(checkpoint: Path, step: int) -> float | None:
-    """eval_loss logged at ``step`` (or the last one before it) in trainer_state.json."""
-    state_file = checkpoint / "trainer_state.json"
-    if not state_file.is_file():
-        return None
-    try:
-        history = json.loads(state_file.read_text()).get("log_history", [])
-    except (json.JSONDecodeError, AttributeError):
-        return None
-    evals = [
-        (int(e.get("step", -1)), float(e["eval_loss"]))
-        for e in history
-        if isinstance(e, dict) and "eval_loss" in e
-    ]
-    exact = [loss for s, loss in evals if s == step]
-    if exact:
-        return exact[-1]
-    before = [(s, loss) for s, loss in evals if s <= step]
-    return max(before)[1] if before else None
-
-
-def _spearman(x: list[float | None], y: list[float | None]) -> dict[str, Any] | None:
-    from scipy.stats import spearmanr
-
-    pairs = [(a, b) for a, b in zip(x, y, strict=True) if a is not None and b is not None]
-    if len(pairs) < 3:
-        return None
-    xs, ys = zip(*pairs, strict=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = spearmanr(xs, ys)
-    rho, pvalue = float(res.statistic), float(res.pvalue)
-    if rho != rho:  # NaN: constant input
-        return None
-    return {"rho": rho, "pvalue": pvalue, "n": len(pairs)}
-
-
-def ti_over_training(
-    checkpoint_dir: str | os.PathLike[str],
-    *,
-    max_positions: int | None = None,
-    ln_input: LnInput = "position+type",
-    include_bias: bool = False,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Translation invariance of every ``checkpoint-<step>/`` in a Trainer output folder.
-
-    For each checkpoint: TI of P P^T, the mean over layer-1 heads of TI(F_P) (raw and
-    through LayerNorm), and the ``eval_loss`` logged at that step in the checkpoint's
-    ``trainer_state.json``. Spearman rank correlations relate each TI series to the step
-    and to the validation loss (a negative rho against the loss means: more translation
-    invariant, lower loss).
-
-    Args:
-        checkpoint_dir: folder holding ``checkpoint-<step>/`` subfolders.
-        max_positions: positions analysed (default: the full table).
-        ln_input, include_bias: see :func:`positional_logits`.
-        progress: show a progress bar.
-
-    Returns:
-        Plain data: ``steps``, ``checkpoints`` (folder names), ``eval_loss`` (None where
-        not logged), ``ti_gram``, ``ti_fp_raw``, ``ti_fp_ln`` (lists, one per checkpoint)
-        and ``spearman``: {"<series>_vs_step" | "<series>_vs_eval_loss": {"rho", "pvalue",
-        "n"} or None when fewer than 3 points or a constant series}.
-
-    Raises:
-        ValueError: the folder does not exist or holds no ``checkpoint-<step>`` folders.
-    """
-    from tqdm.auto import tqdm
-
-    folder = Path(checkpoint_dir)
-    if not folder.is_dir():
-        raise ValueError(f"checkpoint_dir must be an existing folder, got {str(checkpoint_dir)!r}")
-    found = _checkpoints(folder)
-    if not found:
-        raise ValueError(
-            f"checkpoint_dir {str(checkpoint_dir)!r} holds no 'checkpoint-<step>' folders"
-        )
-    out: dict[str, Any] = {
-        "steps": [],
-        "checkpoints": [],
-        "eval_loss": [],
-        "ti_gram": [],
-        "ti_fp_raw": [],
-        "ti_fp_ln": [],
-    }
-    for step, path in tqdm(found, desc="checkpoints", disable=not progress, leave=False):
-        model, _ = load_model(path, tokenizer=False, eager=False)
-        terms = extract(
-            model, max_positions=max_positions, ln_input=ln_input, include_bias=include_bias
-        )
-        causal = terms.causal
-        out["steps"].append(step)
-        out["checkpoints"].append(path.name)
-        out["eval_loss"].append(_eval_loss(path, step))
-        out["ti_gram"].append(float(metrics.translation_invariance(terms.gram)))
-        out["ti_fp_raw"].append(
-            float(metrics.translation_invariance(terms.fp_raw, causal=causal).mean())
-        )
-        out["ti_fp_ln"].append(
-            float(metrics.translation_invariance(terms.fp_ln, causal=causal).mean())
-        )
-    out["spearman"] = {
-        f"{series}_vs_{against}": _spearman(out[series], out[key])
-        for series in ("ti_gram", "ti_fp_raw", "ti_fp_ln")
-        for against, key in (("step", "steps"), ("eval_loss", "eval_loss"))
-    }
-    return out

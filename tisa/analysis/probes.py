@@ -7,14 +7,15 @@ Two probes, both averaged into one (L, L) attention matrix per layer and head:
     for models without one) and no special tokens: every position carries the same
     content, so any structure in the attention comes from position alone.
 ``"sentences"``
-    Real text: sentences of the Penn Treebank validation split (``treebank`` package,
-    ``<unk>`` markers dropped), tokenised, concatenated and cut into ``num_sequences``
-    chunks that fill L tokens exactly with the tokenizer's special tokens around them
-    (``[CLS] ... [SEP]`` for BERT). Averaging over different texts washes out content, so
-    what remains is mostly positional.
+    Real text: sentences of the Penn Treebank validation split
+    (:func:`tisa.data.corpus.ptb_lines`, ``<unk>`` markers dropped), tokenised,
+    concatenated and cut into ``num_sequences`` chunks that fill L tokens exactly with the
+    tokenizer's special tokens around them (``[CLS] ... [SEP]`` for BERT). Averaging over
+    different texts washes out content, so what remains is mostly positional.
 
 For each averaged matrix we report TI (:func:`tisa.analysis.metrics.translation_invariance`,
-on the j <= i triangle for causal models), locality and symmetry (Chen et al., 2023).
+on the j <= i triangle for causal models), locality and symmetry (Chen et al., 2023), and
+for each layer the head-averaged attention along each diagonal (its offset profile).
 The model is switched to eager attention when needed (other implementations do not
 return attention weights).
 
@@ -37,14 +38,13 @@ __all__ = [
     "ProbeResult",
     "attention_probe",
     "mean_attention",
-    "ptb_sentences",
     "repeated_token_ids",
     "sentence_ids",
     "summarize_attention",
 ]
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProbeResult:
     """Mean attention of one probe and its metrics.
 
@@ -56,6 +56,8 @@ class ProbeResult:
         locality: (N, H) locality (Chen et al., 2023).
         symmetry: (N, H) mirror symmetry (``method="mass"``).
         causal: whether TI was measured on the j <= i triangle.
+        profile: per layer, the attention averaged over heads along each diagonal
+            (``mean`` (N, 2L-1) by offset).
     """
 
     name: str
@@ -65,6 +67,7 @@ class ProbeResult:
     locality: Tensor
     symmetry: Tensor
     causal: bool
+    profile: metrics.OffsetProfile
 
     def summary(self) -> dict[str, Any]:
         """Plain-data metrics (no attention matrices)."""
@@ -102,29 +105,6 @@ def repeated_token_ids(tokenizer: Any, length: int) -> tuple[Tensor, str]:
     return torch.full((1, length), int(token_id), dtype=torch.long), str(text)
 
 
-def ptb_sentences(split: str = "valid", limit: int | None = 2000) -> list[str]:
-    """Sentences (one per line) of the Penn Treebank from the ``treebank`` package.
-
-    ``<unk>`` markers are dropped; numbers stay as PTB's ``N``.
-
-    Args:
-        split: ``"train"``, ``"valid"`` or ``"test"``.
-        limit: at most this many sentences (``None``: all).
-    """
-    import treebank
-
-    if split not in ("train", "valid", "test"):
-        raise ValueError(f"split must be 'train', 'valid' or 'test', got {split!r}")
-    out = []
-    for line in treebank.penn[split].splitlines():
-        words = [w for w in line.split() if w != "<unk>"]
-        if words:
-            out.append(" ".join(words))
-            if limit is not None and len(out) >= limit:
-                break
-    return out
-
-
 def sentence_ids(
     tokenizer: Any, length: int, num_sequences: int, texts: Sequence[str] | None = None
 ) -> Tensor:
@@ -138,7 +118,8 @@ def sentence_ids(
         tokenizer: a Hugging Face tokenizer.
         length: L.
         num_sequences: number of sequences (>= 1).
-        texts: sentences to use; default :func:`ptb_sentences` (validation split).
+        texts: sentences to use; default the first 2000 Penn Treebank validation
+            sentences (:func:`tisa.data.corpus.ptb_lines`, ``<unk>`` dropped).
 
     Raises:
         ValueError: too little text for the requested sequences.
@@ -151,7 +132,7 @@ def sentence_ids(
         raise ValueError(f"length must exceed the {specials} special tokens, got {length}")
     need = chunk * num_sequences
     stream: list[int] = []
-    sentences = list(texts) if texts is not None else ptb_sentences("valid")
+    sentences = list(texts) if texts is not None else _ptb_validation()
     step = 64
     for start in range(0, len(sentences), step):
         batch = tokenizer(sentences[start : start + step], add_special_tokens=False)
@@ -169,6 +150,12 @@ def sentence_ids(
         raise ValueError(f"tokenizer: cannot place its {specials} special tokens around a text")
     rows = [prefix + stream[i * chunk : (i + 1) * chunk] + suffix for i in range(num_sequences)]
     return torch.tensor(rows, dtype=torch.long)
+
+
+def _ptb_validation(limit: int = 2000) -> list[str]:
+    from tisa.data.corpus import ptb_lines
+
+    return ptb_lines("validation", unk=None)[:limit]
 
 
 def _special_template(tokenizer: Any) -> tuple[list[int], list[int]]:
@@ -296,5 +283,6 @@ def attention_probe(
             locality=stats["locality"],
             symmetry=stats["symmetry"],
             causal=causal,
+            profile=metrics.offset_profile(att.mean(1)),  # (N, L, L): per layer
         )
     return results

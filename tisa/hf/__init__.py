@@ -15,22 +15,18 @@ so saved TISA models reload with the Auto classes::
     model.save_pretrained("out")
     AutoModelForSequenceClassification.from_pretrained("out")   # TISA again
 
-See docs/hf.md for the design.
+Modules: :mod:`~tisa.hf.install` (``add_tisa``, ``tisa_config``: where TISA is added to a
+model), :mod:`~tisa.hf.settings` (``TisaSettings``), :mod:`~tisa.hf.architectures` (where
+each family keeps its embeddings and attention), :mod:`~tisa.hf.model_types` (the
+registered TISA configs and classes), :mod:`~tisa.hf.attention_fn` (the attention and mask
+functions), :mod:`~tisa.hf.optim` and :mod:`~tisa.hf.trainer` (fine-tuning the scorers on
+their own learning rate). See docs/hf.md for the design.
 """
 
 from tisa.hf.attention_fn import IMPLEMENTATIONS, apply_rotary, tisa_attention_forward, tisa_mask
 from tisa.hf.attention_fn import register as _register_attention
-from tisa.hf.convert import (
-    DEFAULT_START,
-    STARTS,
-    add_tisa,
-    is_tisa,
-    iter_scorers,
-    positional_parameters,
-    start_options,
-    tisa_config,
-)
-from tisa.hf.models import (
+from tisa.hf.install import add_tisa, is_tisa, iter_scorers, positional_parameters, tisa_config
+from tisa.hf.model_types import (
     ARCHITECTURES,
     TisaAlbertConfig,
     TisaBertConfig,
@@ -46,28 +42,32 @@ from tisa.hf.optim import (
     scoring_parameter_names,
     scoring_snapshot,
 )
+from tisa.hf.settings import DEFAULT_START, STARTS, TisaSettings, start_options, takes_num_kernels
 
 __all__ = [
     "ARCHITECTURES",
     "DEFAULT_START",
-    "STARTS",
-    "TisaTrainer",
     "IMPLEMENTATIONS",
+    "STARTS",
     "TisaAlbertConfig",
     "TisaBertConfig",
     "TisaElectraConfig",
     "TisaGPT2Config",
     "TisaRobertaConfig",
+    "TisaSettings",
+    "TisaTrainer",
     "add_tisa",
     "apply_rotary",
     "is_tisa",
     "iter_scorers",
     "parameter_groups",
     "positional_parameters",
+    "register_auto_classes",
     "scoring_movement",
     "scoring_parameter_names",
     "scoring_snapshot",
     "start_options",
+    "takes_num_kernels",
     "tisa_attention_forward",
     "tisa_config",
     "tisa_mask",

@@ -1,4 +1,8 @@
-"""Trainer callbacks: metrics files in the run folder, translation invariance over training.
+"""Trainer callbacks: masks per epoch, metrics files in the run folder, translation
+invariance over training.
+
+:class:`EpochCallback` tells the training data which epoch begins, so that masked-LM masks
+change from epoch to epoch and are the same again after a resume.
 
 :class:`MetricsCallback` appends every log event (training loss, evaluation loss, learning
 rate, tokens per second of pure training time) to ``metrics.jsonl`` and ``metrics.csv``.
@@ -30,14 +34,14 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from tisa.io import write_atomic
+from tisa.files import append_jsonl, read_jsonl, write_atomic
 
 __all__ = [
     "METRIC_COLUMNS",
+    "EpochCallback",
     "MetricsCallback",
     "TranslationInvarianceCallback",
     "latest_eval_loss",
-    "read_jsonl",
     "truncate_after",
 ]
 
@@ -53,22 +57,6 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "tokens_per_s",
     "elapsed_s",
 )
-
-
-def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Rows of a JSON-lines file ([] when it does not exist)."""
-    p = Path(path)
-    if not p.is_file():
-        return []
-    rows = []
-    for line in p.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line:
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:  # a line cut short by a killed process
-                continue
-    return rows
 
 
 def truncate_after(run_dir: str | os.PathLike[str], step: int) -> None:
@@ -105,6 +93,27 @@ def latest_eval_loss(log_history: list[dict[str, Any]]) -> float | None:
         if "eval_loss" in entry:
             return float(entry["eval_loss"])
     return None
+
+
+class EpochCallback(TrainerCallback):
+    """Tells a dataset which epoch begins (``dataset.set_epoch(epoch)``).
+
+    :class:`tisa.data.mlm.MaskedBlocks` draws new masks each epoch from (seed, epoch,
+    block); the Trainer passes the epoch on to its sampler only. At ``on_epoch_begin`` the
+    state's epoch is the loop's epoch (``epoch + steps done / steps per epoch``, whole at
+    an epoch's start, also after a resume), so a resumed run sees the same masks.
+
+    Args:
+        dataset: a dataset with ``set_epoch(int)``.
+    """
+
+    def __init__(self, dataset: Any) -> None:
+        if not hasattr(dataset, "set_epoch"):
+            raise ValueError(f"dataset must have set_epoch(epoch), got {type(dataset).__name__}")
+        self.dataset = dataset
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        self.dataset.set_epoch(int(state.epoch or 0))
 
 
 class MetricsCallback(TrainerCallback):
@@ -157,9 +166,7 @@ class MetricsCallback(TrainerCallback):
             self._steps, self._train_time = 0, 0.0
         if len(row) <= 3:  # nothing we track (e.g. the final train summary)
             return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        append_jsonl(self.run_dir / "metrics.jsonl", row)
         csv_path = self.run_dir / "metrics.csv"
         new = not csv_path.is_file()
         with open(csv_path, "a", encoding="utf-8", newline="") as f:
@@ -190,20 +197,17 @@ class TranslationInvarianceCallback(TrainerCallback):
 
     def measure(self, model) -> dict[str, Any] | None:
         """TI values of ``model`` (None when it has no absolute position embeddings)."""
-        from tisa.analysis import extract, metrics
+        from tisa.analysis import extract
 
         if not extract.has_absolute_positions(model):
             return None
         terms = extract.extract(model, max_positions=self.max_positions)
-        # a causal model never uses the upper triangle of F_P: measure what it attends to
-        heads = metrics.translation_invariance(terms.fp_raw, causal=terms.causal)  # (H,)
+        ti = terms.translation_invariance()
         return {
-            "ti_gram": float(metrics.translation_invariance(terms.gram)),
-            "ti_fp_raw": float(heads.mean()),
-            "ti_fp_ln": float(
-                metrics.translation_invariance(terms.fp_ln, causal=terms.causal).mean()
-            ),
-            "ti_fp_raw_heads": [float(v) for v in heads],
+            "ti_gram": ti.gram,
+            "ti_fp_raw": ti.fp_raw_mean,
+            "ti_fp_ln": ti.fp_ln_mean,
+            "ti_fp_raw_heads": [float(v) for v in ti.fp_raw],
             "positions": int(terms.position.shape[0]),
         }
 
@@ -218,6 +222,4 @@ class TranslationInvarianceCallback(TrainerCallback):
             "eval_loss": latest_eval_loss(state.log_history),
             **values,
         }
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.run_dir / "ti.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        append_jsonl(self.run_dir / "ti.jsonl", row)

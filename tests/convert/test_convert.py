@@ -1,0 +1,154 @@
+"""``tisa convert`` end to end on a tiny BERT: files, reload, long inputs, resume, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModel, GPT2Config, GPT2Model
+
+import tisa.hf
+from tisa.cli import main
+from tisa.convert import distill as distill_lib
+from tisa.convert.convert import ConvertConfig, convert
+from tisa.convert.distill import DistillSettings
+
+GLUE_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "glue"
+
+
+def _config(model, texts, out, **overrides):
+    settings = dict(
+        model=model,
+        output_dir=str(out),
+        fit_length=32,
+        fit_blocks=4,
+        distill=DistillSettings(steps=4, tokens_per_batch=256, max_length=64, save_every=2),
+        eval_texts=20,
+        lengths=(128,),
+        train_file=texts[0],
+        eval_file=texts[1],
+        glue_dir=str(GLUE_DIR) if GLUE_DIR.is_dir() else None,
+        max_sts_pairs=100,
+        progress=False,
+    )
+    settings.update(overrides)
+    return ConvertConfig(**settings)
+
+
+@pytest.fixture(scope="module")
+def converted(tiny_bert, texts, tmp_path_factory):
+    out = tmp_path_factory.mktemp("converted")
+    return convert(_config(tiny_bert, texts, out)), out
+
+
+def test_writes_a_model_that_reloads_and_runs_beyond_the_table(converted, tiny_bert):
+    result, out = converted
+    m = result.metrics
+    assert json.loads((out / "metrics.json").read_text())["fit"] == m["fit"]
+    assert m["positional_parameters"]["original"]["absolute"] == 64 * 16
+    assert m["positional_parameters"]["converted"] == {"absolute": 0, "tisa": 120, "total": 120}
+    assert len(m["distillation"]) == 4 and all(c["loss"] > 0 for c in m["distillation"])
+    assert [p["length"] for p in m["lengths"]] == [64, 128]  # the table has 64 rows
+    assert all(p["finite"] and -1 <= p["agreement"] <= 1 for p in m["lengths"])
+    assert 0 < m["converted"]["fidelity"]["mean"] <= 1
+    if GLUE_DIR.is_dir():
+        assert -1 <= m["converted"]["sts_spearman"] <= 1
+        assert m["sts_relative"] == pytest.approx(
+            m["converted"]["sts_spearman"] / m["original"]["sts_spearman"]
+        )
+    html = result.report.read_text()
+    assert "Fitted profiles" in html and "Distillation" in html and "Long inputs" in html
+    assert html.count("data:image/png;base64,") == 3
+    reloaded = AutoModel.from_pretrained(result.model_dir).eval()
+    assert tisa.hf.is_tisa(reloaded)
+    ids = torch.randint(5, 60, (1, 200))  # 200 tokens, the original stops at 64
+    with torch.no_grad():
+        hidden = reloaded(input_ids=ids).last_hidden_state
+    assert hidden.shape == (1, 200, 16) and torch.isfinite(hidden).all()
+    assert not (out / "checkpoint").exists()  # removed once the run is finished
+
+
+def test_finished_conversion_is_kept_unless_overwritten(converted, tiny_bert, texts):
+    result, out = converted
+    again = convert(_config(tiny_bert, texts, out))
+    assert again.metrics == result.metrics
+
+
+def test_interrupted_distillation_resumes_where_it_stopped(
+    converted, tiny_bert, texts, tmp_path, monkeypatch
+):
+    straight = converted[0].metrics["distillation"]  # the same settings, uninterrupted
+    original_batch = distill_lib.LengthSampler.batch
+
+    def fail_at_three(self, step):
+        if step == 3:
+            raise KeyboardInterrupt
+        return original_batch(self, step)
+
+    monkeypatch.setattr(distill_lib.LengthSampler, "batch", fail_at_three)
+    with pytest.raises(KeyboardInterrupt):
+        convert(_config(tiny_bert, texts, tmp_path / "resumed"))
+    assert (tmp_path / "resumed" / "checkpoint" / "state.pt").is_file()  # saved at step 2
+    assert (tmp_path / "resumed" / "fit.pt").is_file()
+    monkeypatch.setattr(distill_lib.LengthSampler, "batch", original_batch)
+    resumed = convert(_config(tiny_bert, texts, tmp_path / "resumed")).metrics["distillation"]
+    assert [c["step"] for c in resumed] == [1, 2, 3, 4]
+    for a, b in zip(resumed, straight):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
+
+
+def test_models_that_cannot_be_converted(tiny_bert, texts, tmp_path):
+    with pytest.raises(ValueError, match="model: .*no such folder"):
+        convert(_config(str(tmp_path / "missing"), texts, tmp_path / "a"))
+    (tmp_path / "file.txt").write_text("not a model")
+    with pytest.raises(ValueError, match="model: .*is a file"):
+        convert(_config(str(tmp_path / "file.txt"), texts, tmp_path / "b"))
+    gpt2 = tmp_path / "gpt2"
+    GPT2Model(
+        GPT2Config(n_embd=16, n_layer=1, n_head=2, n_positions=32, vocab_size=64)
+    ).save_pretrained(gpt2)
+    with pytest.raises(ValueError, match="model: .*supports BERT, RoBERTa, ALBERT and ELECTRA"):
+        convert(_config(str(gpt2), texts, tmp_path / "c"))
+    removed = tmp_path / "removed"
+    model = tisa.hf.add_tisa(AutoModel.from_pretrained(tiny_bert), position_embeddings="remove")
+    model.save_pretrained(removed)
+    with pytest.raises(ValueError, match="model: .*already has TISA"):
+        convert(_config(str(removed), texts, tmp_path / "d"))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "d").exists()  # nothing left behind
+
+
+def test_bad_settings_and_outputs(tiny_bert, texts, tmp_path, capsys):
+    (tmp_path / "taken").write_text("")
+    with pytest.raises(ValueError, match="output_dir: .* is a file"):
+        convert(_config(tiny_bert, texts, tmp_path / "taken"))
+    with pytest.raises(ValueError, match="fit_layers: expected all, first or none"):
+        _config(tiny_bert, texts, tmp_path, fit_layers="most")
+    with pytest.raises(ValueError, match="train_file: .* is not a file"):
+        convert(_config(tiny_bert, (str(tmp_path / "nope.txt"), texts[1]), tmp_path / "e"))
+    with pytest.raises(ValueError, match="train must be 'scoring' or 'all'"):
+        DistillSettings(train="some")
+    capsys.readouterr()
+    code = main(["convert", str(tmp_path / "missing"), "--output-dir", str(tmp_path / "f")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tisa convert: error: model:") and "Traceback" not in err
+
+
+def test_command_line_defaults_are_the_configs():
+    from tisa.cli import build_parser
+    from tisa.cli.args import config_from_args
+
+    def parsed(*argv):
+        args = build_parser("convert").parse_args(["convert", *argv])
+        return config_from_args(
+            ConvertConfig, args, distill=config_from_args(DistillSettings, args)
+        )
+
+    assert parsed("m") == ConvertConfig(model="m")
+    custom = parsed("m", "--fold-positions", "none", "--steps", "7", "--train", "scoring")
+    assert custom.fold_positions is None
+    assert custom.distill == DistillSettings(steps=7, train="scoring")
+    with pytest.raises(ValueError, match="fold_positions: expected an integer or 'none'"):
+        parsed("m", "--fold-positions", "many")

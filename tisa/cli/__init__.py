@@ -1,0 +1,99 @@
+"""The ``tisa`` command line: one entry point, one thin module per subcommand.
+
+Each subcommand module (``tisa.cli.<name>``) exposes::
+
+    def add_arguments(parser) -> None          # its options, derived from a config dataclass
+    def run(args: argparse.Namespace) -> int   # builds the config, calls the library, prints
+
+Options come from the fields of the library's config dataclasses (:mod:`tisa.cli.args`),
+so each setting is declared once. User errors raised by the library (``ValueError``,
+``FileNotFoundError``) become one line, ``tisa <command>: error: ...``, and exit code 2,
+here in :func:`main`. Modules are imported lazily so that ``tisa --help`` stays fast and a
+subcommand's heavy imports (transformers, matplotlib) are paid only when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+__all__ = ["SUBCOMMANDS", "build_parser", "is_main_process", "main"]
+
+# subcommand name -> (module, one-line description). Only the module of the subcommand that
+# runs is imported, so `tisa --help` stays fast.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "demo": (
+        "tisa.cli.demo",
+        "Run the main job on embedded defaults and write an HTML report.",
+    ),
+    "bench": (
+        "tisa.cli.bench",
+        "Run the attention benchmark (ratios against SDPA without positional bias).",
+    ),
+    "analyze": (
+        "tisa.cli.analyze",
+        "Measure translation invariance of position embeddings and attention (report.html).",
+    ),
+    "pretrain": (
+        "tisa.cli.pretrain",
+        "Pretrain a masked language model with a chosen position scheme (absolute, TISA, ...).",
+    ),
+    "extrapolate": (
+        "tisa.cli.extrapolate",
+        "Masked-LM loss of pretrained runs at sequence lengths beyond (or within) training.",
+    ),
+    "convert": (
+        "tisa.cli.convert",
+        "Convert a pretrained encoder's position table into TISA scoring functions (any length).",
+    ),
+    "glue": (
+        "tisa.cli.glue",
+        "Fine-tune on GLUE tasks (optionally with TISA) over several seeds; median results.",
+    ),
+}
+
+#: What the library raises for input it cannot use: reported as a message, not a traceback.
+USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError)
+
+
+def is_main_process() -> bool:
+    """True on the process that prints (rank 0 under torchrun / accelerate launch)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``tisa`` parser; only ``command``'s module is imported to fill its options."""
+    from tisa import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="tisa",
+        description="Translation-invariant self-attention: measure, train and show "
+        "positional scoring functions in transformer language models.",
+    )
+    parser.add_argument("--version", action="version", version=f"tisa {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (path, help_text) in SUBCOMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == command:
+            module = importlib.import_module(path)
+            module.add_arguments(p)
+            p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs ``tisa``; returns the exit code (2 for bad input, with a one-line message)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(command if command in SUBCOMMANDS else None)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except USER_ERRORS as err:
+        print(f"tisa {args.command}: error: {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,23 @@
+"""``tisa extrapolate``: the command line of :func:`tisa.evaluation.extrapolation.extrapolate`
+(options: :class:`~tisa.evaluation.extrapolation.ExtrapolateConfig`). Exit code 1 when a
+run failed at some length."""
+
+from __future__ import annotations
+
+import argparse
+
+from tisa.cli.args import add_config_arguments, config_from_args
+from tisa.evaluation.extrapolation import ExtrapolateConfig, extrapolate_config
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_arguments(parser, ExtrapolateConfig)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(ExtrapolateConfig, args)
+    results = extrapolate_config(config)
+    print(results.to_markdown())
+    if config.output_dir is not None:
+        print(f"written to {config.output_dir}/extrapolation.{{md,csv,json,png}}")
+    return 1 if results.has_errors else 0

@@ -1,0 +1,391 @@
+"""``tisa convert``: a pretrained encoder without its position table, with TISA instead.
+
+    tisa convert sentence-transformers/all-MiniLM-L6-v2 --output-dir runs/convert
+
+Pipeline (each step documented in its module):
+
+1. load the original (BERT, RoBERTa, ALBERT, ELECTRA; :func:`tisa.analysis.load_model`);
+2. build the student (:func:`tisa.convert.student.build_student`): position table removed,
+   its mean row folded into the token-type embeddings, RBF scorers at zero;
+3. fit the scorers layer by layer to what the table did to each layer's attention logits
+   on Penn Treebank text (:func:`tisa.convert.student.fit_layers`), R^2 per head;
+4. distil the student towards the original on blocks of mixed lengths up to the original's
+   limit (:func:`tisa.convert.distill.distill`; resumable);
+5. evaluate (:mod:`tisa.convert.evaluate`) before and after: fidelity of the embeddings on
+   text not used for distillation, STS-B dev zero-shot Spearman, inputs of 1024-4096
+   tokens (time, peak memory, agreement with the original on 512-token chunks),
+   positional parameters;
+6. save the converted model (reloads with the Auto classes after ``import tisa.hf``),
+   ``metrics.json`` and ``report.html``.
+
+Output folder::
+
+    OUTPUT_DIR/
+      model/            the converted model and its tokenizer (save_pretrained)
+      fit.pt            the fitted student before distillation (reused on a rerun)
+      checkpoint/       the distillation checkpoint while it runs
+      metrics.json      every figure below
+      report.html       tables and figures
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from tisa._validate import check_int
+from tisa.convert.distill import DistillSettings
+
+__all__ = ["ConvertConfig", "ConvertResult", "convert"]
+
+
+def _optional_int(value: int | str | None) -> int | None:
+    """``--fold-positions``: a number, or ``none``."""
+    if value is None or isinstance(value, int):
+        return value
+    if value.strip().lower() == "none":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"fold_positions: expected an integer or 'none', got {value!r}") from None
+
+
+@dataclass(frozen=True)
+class ConvertConfig:
+    """What ``tisa convert`` does (plain data; validated on construction).
+
+    Attributes:
+        model: HF model id or local folder of a BERT-family model with absolute positions
+            (BERT, RoBERTa, ALBERT, ELECTRA).
+        output_dir: the run folder.
+        num_kernels: RBF kernels per head S.
+        fit_layers: which layers' scorers are fitted before distillation: ``"all"``
+            (each layer to its own measured positional term), ``"first"`` (layer 1; the
+            rest start at zero) or ``"none"``.
+        fold_positions: fold the mean of the first N position rows into the token-type
+            embeddings (None: fold nothing).
+        fit_length: tokens per text block for measuring the attention profiles.
+        fit_blocks: number of blocks.
+        distill: the distillation settings (``steps=0`` skips distillation; its seed is
+            the seed of the whole conversion).
+        eval_texts: Penn Treebank test sentences for the fidelity figure.
+        lengths: input lengths beyond the table to run the converted model on.
+        glue_dir: classic glue_data folder for STS-B dev (default: found like ``tisa glue``
+            does; without one the STS-B figures are left out, and the report says so).
+        max_sts_pairs: evaluate on the first N STS-B dev pairs only (default all 1,500).
+        train_file: plain text (one text per line) for fitting and distillation instead
+            of the Penn Treebank training set.
+        eval_file: plain text for the fidelity and long-input figures instead of the Penn
+            Treebank test set.
+        overwrite: redo a finished conversion in ``output_dir``.
+        progress: show progress bars.
+    """
+
+    model: str = field(metadata={"cli": {"positional": True}})
+    output_dir: str = "runs/convert"
+    num_kernels: int = 5
+    fit_layers: Literal["all", "first", "none"] = "all"
+    fold_positions: int | None = field(
+        default=128, metadata={"cli": {"type": str, "parse": _optional_int, "metavar": "N|none"}}
+    )
+    fit_length: int = 256
+    fit_blocks: int = 16
+    distill: DistillSettings = field(
+        default_factory=DistillSettings, metadata={"cli": {"skip": True}}
+    )
+    eval_texts: int = 1000
+    lengths: tuple[int, ...] = (1024, 2048, 4096)
+    glue_dir: str | None = None
+    max_sts_pairs: int | None = None
+    train_file: str | None = None
+    eval_file: str | None = None
+    overwrite: bool = False
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model:
+            raise ValueError(f"model: expected a model id or folder, got {self.model!r}")
+        check_int(self.num_kernels, "num_kernels")
+        if self.fit_layers not in ("all", "first", "none"):
+            raise ValueError(f"fit_layers: expected all, first or none, got {self.fit_layers!r}")
+        check_int(self.fold_positions, "fold_positions", optional=True)
+        check_int(self.fit_length, "fit_length", minimum=8)
+        check_int(self.fit_blocks, "fit_blocks")
+        check_int(self.eval_texts, "eval_texts")
+        check_int(self.max_sts_pairs, "max_sts_pairs", optional=True)
+        object.__setattr__(self, "lengths", tuple(check_int(n, "lengths", 3) for n in self.lengths))
+        if not isinstance(self.distill, DistillSettings):
+            raise ValueError(
+                f"distill: expected DistillSettings, got {type(self.distill).__name__}"
+            )
+
+
+@dataclass(frozen=True)
+class ConvertResult:
+    """What :func:`convert` returns: the metrics (as in metrics.json) and the files."""
+
+    metrics: dict[str, Any]
+    model_dir: Path
+    report: Path
+
+
+def _check_output(folder: Path, overwrite: bool) -> bool:
+    """True when ``folder`` holds a finished conversion that is to be kept; raises when the
+    folder cannot be written (checked before any work, created only later)."""
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"output_dir: {str(folder)!r} is a file; expected a folder")
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(
+            f"output_dir: {str(folder)!r} is not writable (no write access to {str(existing)!r})"
+        )
+    done = (folder / "metrics.json").is_file() and (folder / "model").is_dir()
+    if done and overwrite:
+        for name in ("model", "fit.pt", "checkpoint", "metrics.json", "report.html"):
+            target = folder / name
+            shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+        return False
+    return done
+
+
+def _sts(glue_dir: str | None, limit: int | None):
+    """(sentence1, sentence2, gold) of STS-B dev (the first ``limit`` pairs), or None
+    without GLUE data."""
+    from tisa.data.glue import find_glue_dir, load_glue
+
+    where = glue_dir or find_glue_dir()
+    if where is None:
+        return None
+    dev = load_glue("stsb", glue_dir=str(where), splits=("validation",))["validation"]
+    n = len(dev) if limit is None else min(limit, len(dev))
+    return (
+        list(dev["sentence1"][:n]),
+        list(dev["sentence2"][:n]),
+        [float(x) for x in dev["label"][:n]],
+    )
+
+
+def _evaluate(original, model, tokenizer, sts, texts) -> dict[str, Any]:
+    """STS-B Spearman of ``model`` (``None``: of the original) and its fidelity."""
+    from tisa.convert.evaluate import fidelity, sts_spearman
+
+    out: dict[str, Any] = {}
+    if model is not None:
+        out["fidelity"] = fidelity(original, model, tokenizer, texts)
+    if sts is not None:
+        out["sts_spearman"] = sts_spearman(original if model is None else model, tokenizer, *sts)
+    return out
+
+
+def _load_fit(path: Path, settings: dict[str, Any]):
+    """The saved fit of an interrupted conversion with the same settings, else None."""
+    from tisa.convert.profiles import AttentionProfiles
+    from tisa.convert.student import LayerFit
+
+    if not path.is_file():
+        return None
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+    except (RuntimeError, EOFError, OSError, ValueError):
+        return None  # a truncated file: fit again
+    if saved.get("settings") != settings:
+        return None
+    raw = saved["fit"]
+    saved["fit"] = LayerFit(**{**raw, "original": AttentionProfiles(**raw["original"])})
+    return saved
+
+
+def convert(config: ConvertConfig) -> ConvertResult:
+    """Runs the conversion of the module docstring; returns its metrics and file paths.
+
+    A rerun in a folder with a finished conversion returns it unchanged (``overwrite``
+    redoes it); an interrupted one reuses the fitted student and resumes distillation.
+
+    Raises:
+        ValueError: bad settings, a model that cannot be converted (no absolute position
+            table, an architecture tisa.hf does not support) or an unusable output folder.
+        tisa.analysis.loading.ModelLoadError: ``model`` is not a loadable model.
+    """
+    import tisa.hf
+    from tisa.analysis.loading import load_model
+    from tisa.convert.distill import LengthSampler, distill
+    from tisa.convert.evaluate import long_inputs
+    from tisa.convert.profiles import text_blocks
+    from tisa.convert.student import build_student, fit_layers
+    from tisa.data.corpus import ptb_lines
+    from tisa.files import write_json
+
+    out = Path(config.output_dir)
+    if _check_output(out, config.overwrite):
+        metrics = json.loads((out / "metrics.json").read_text())
+        return ConvertResult(metrics=metrics, model_dir=out / "model", report=out / "report.html")
+    torch.manual_seed(config.distill.seed)
+    try:
+        # fused attention for distillation and evaluation; the profiles switch to eager
+        original, tokenizer = load_model(config.model, eager=False)
+    except ValueError as err:  # ModelLoadError, UnsupportedModelError
+        raise ValueError(f"model: {err}") from None
+    if tisa.hf.is_tisa(original):
+        raise ValueError(f"model: {config.model!r} already has TISA; convert a stock model")
+    from tisa.analysis.extract import has_absolute_positions, num_positions
+
+    if not has_absolute_positions(original):
+        raise ValueError(f"model: {config.model!r} has no absolute position table to convert")
+    if getattr(original.config, "model_type", "") not in ("bert", "roberta", "albert", "electra"):
+        raise ValueError(
+            f"model: {config.model!r} is a {original.config.model_type!r} model; tisa convert "
+            "supports BERT, RoBERTa, ALBERT and ELECTRA"
+        )
+    if tokenizer is None:
+        raise ValueError(f"model: {config.model!r} has no tokenizer")
+    limit = num_positions(original)
+    settings = config.distill
+    if settings.max_length > limit:
+        settings = dataclasses.replace(settings, max_length=limit)
+    if config.fit_length > limit:
+        raise ValueError(f"fit_length: {config.fit_length} exceeds the model's {limit} positions")
+    sts = _sts(config.glue_dir, config.max_sts_pairs)
+    out.mkdir(parents=True, exist_ok=True)
+    train = (
+        ptb_lines("train") if config.train_file is None else _lines(config.train_file, "train_file")
+    )
+    test = ptb_lines("test") if config.eval_file is None else _lines(config.eval_file, "eval_file")
+    eval_texts = [t for t in test if len(t.split()) >= 5][: config.eval_texts]
+    timings: dict[str, float] = {}
+
+    began = time.perf_counter()
+    student = build_student(original, fold_positions=config.fold_positions)
+    fit_path = out / "fit.pt"
+    fit_settings = {
+        k: getattr(config, k)
+        for k in ("model", "num_kernels", "fit_layers", "fold_positions", "fit_length")
+    } | {"fit_blocks": config.fit_blocks}
+    saved = _load_fit(fit_path, fit_settings)
+    if saved is None:
+        blocks = text_blocks(tokenizer, train, length=config.fit_length, count=config.fit_blocks)
+        fit = fit_layers(original, student, blocks, layers=config.fit_layers)
+        before = {
+            "original": _evaluate(original, None, tokenizer, sts, eval_texts),
+            "fitted": _evaluate(original, student, tokenizer, sts, eval_texts),
+        }
+        timings["fit_s"] = time.perf_counter() - began
+        torch.save(
+            {
+                "settings": fit_settings,
+                "student": student.state_dict(),
+                "fit": dataclasses.asdict(fit),
+                "before": before,
+                "timings": dict(timings),
+            },
+            fit_path,
+        )
+    else:
+        student.load_state_dict(saved["student"])
+        fit, before, timings = saved["fit"], saved["before"], saved["timings"]
+
+    stream = _token_stream(tokenizer, train)
+    first, last = tokenizer.cls_token_id, tokenizer.sep_token_id
+    curve: list[dict] = []
+    if settings.steps > 0:
+        sampler = LengthSampler(stream, first=first, last=last, settings=settings)
+        curve = distill(
+            original,
+            student,
+            sampler,
+            settings,
+            checkpoint_dir=out / "checkpoint",
+            progress=config.progress,
+        )
+    timings["distill_s"] = sum(c["seconds"] for c in curve)  # over every resume
+    after = _evaluate(original, student, tokenizer, sts, eval_texts)
+
+    test_stream = _token_stream(tokenizer, test)
+    lengths = sorted({min(128, limit), limit, *config.lengths})
+    points = long_inputs(
+        original, student, test_stream, lengths, first=first, last=last, chunk=limit
+    )
+
+    staging = out / "model.staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    student.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    if (out / "model").exists():
+        shutil.rmtree(out / "model")
+    staging.rename(out / "model")
+
+    metrics = {
+        "model": config.model,
+        "settings": _plain(config, settings),
+        "positional_parameters": {
+            "original": tisa.hf.positional_parameters(original),
+            "converted": tisa.hf.positional_parameters(student),
+        },
+        "fit": {
+            "r2": fit.r2.tolist(),
+            "r2_median": float(fit.r2.nanmedian()),
+            "profile_ti": fit.original.ti.tolist(),
+            "fitted_layers": list(fit.fitted_layers),
+        },
+        "original": before["original"],
+        "fitted": before["fitted"],
+        "converted": after,
+        "sts_relative": None,
+        "lengths": [dataclasses.asdict(p) for p in points],
+        "distillation": curve,
+        "timings": dict(timings),
+        "texts": {
+            "distillation": config.train_file or "Penn Treebank train",
+            "evaluation": config.eval_file or "Penn Treebank test",
+        },
+        "positions": limit,
+    }
+    if sts is not None:
+        metrics["sts_relative"] = after["sts_spearman"] / before["original"]["sts_spearman"]
+    metrics["timings"]["total_s"] = timings["fit_s"] + timings["distill_s"]
+    write_json(out / "metrics.json", metrics)
+    from tisa.reports.convert import write_convert_report
+
+    report = write_convert_report(out / "report.html", metrics, fit)
+    shutil.rmtree(out / "checkpoint", ignore_errors=True)
+    return ConvertResult(metrics=metrics, model_dir=out / "model", report=report)
+
+
+def _lines(path: str, argument: str) -> list[str]:
+    """Non-empty lines of a UTF-8 text file; a clear error for anything else."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{argument}: {path!r} is not a file")
+    try:
+        lines = [line.strip() for line in p.read_text(encoding="utf-8").splitlines()]
+    except UnicodeDecodeError:
+        raise ValueError(f"{argument}: {path!r} is not UTF-8 text") from None
+    lines = [line for line in lines if line]
+    if not lines:
+        raise ValueError(f"{argument}: {path!r} has no text")
+    return lines
+
+
+def _token_stream(tokenizer, lines: list[str]) -> torch.Tensor:
+    """All ``lines`` tokenized (no special tokens) and concatenated: (N,) long."""
+    ids: list[int] = []
+    for s in range(0, len(lines), 4096):
+        for row in tokenizer(lines[s : s + 4096], add_special_tokens=False)["input_ids"]:
+            ids.extend(row)
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def _plain(config: ConvertConfig, settings: DistillSettings) -> dict[str, Any]:
+    data = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    data["distill"] = dataclasses.asdict(settings)
+    data["lengths"] = list(config.lengths)
+    return {k: v for k, v in data.items() if not (isinstance(v, float) and math.isnan(v))}

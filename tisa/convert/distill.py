@@ -1,0 +1,300 @@
+"""Distillation of the converted model (student) towards the original (teacher).
+
+Teacher: the original model with its position table. Student: the same weights without it
+and with fitted TISA scorers (:mod:`tisa.convert.student`). On blocks of real text of mixed
+lengths (up to the teacher's limit), the loss is
+
+    sum_l ||h_l^S - h_l^T||^2 / ||h_l^T||^2  /  (number of layers)
+    + pooled_weight * (1 - cos(mean_pool(h^S), mean_pool(h^T)))
+
+over every layer's hidden states h_l (each layer weighs the same, whatever its scale) and,
+for sentence-embedding models, the mean-pooled embedding. ``train="scoring"`` trains only
+the scoring parameters (a few thousand numbers; the rest of the model stays the
+original's), ``train="all"`` trains every parameter, the scoring ones at their own
+learning rate (:func:`tisa.hf.parameter_groups`).
+
+Runs are resumable: every ``save_every`` steps the student, the optimizer, the schedule,
+the sampler's state and the loss curve are written into ``checkpoint/`` atomically (a
+staging folder renamed into place), and :func:`distill` continues from there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from tisa._validate import check_int
+from tisa.files import fsync_folder, fsync_tree
+
+__all__ = ["DistillSettings", "LengthSampler", "distill", "distillation_loss"]
+
+Train = Literal["scoring", "all"]
+
+
+@dataclass(frozen=True)
+class DistillSettings:
+    """Plain-data settings of a distillation run.
+
+    Attributes:
+        steps: optimiser steps (0 skips distillation).
+        train: which parameters are trained: the scoring functions only (``"scoring"``)
+            or every parameter (``"all"``).
+        learning_rate: learning rate of the non-scoring parameters (``train="all"``).
+        tisa_learning_rate: learning rate of the scoring parameters.
+        tokens_per_batch: about this many tokens per step (batch = tokens // length).
+        min_length: shortest block (lengths are drawn log-uniformly).
+        max_length: longest block (capped at the original's positions).
+        pooled_weight: weight of the pooled-embedding term (0 for models that are not
+            sentence encoders).
+        warmup: share of the steps with a linearly rising learning rate.
+        seed: seed of the block sampler and of the conversion.
+        save_every: checkpoint interval in steps.
+    """
+
+    steps: int = 300
+    train: Train = "all"
+    learning_rate: float = 2e-5
+    tisa_learning_rate: float = 1e-2
+    tokens_per_batch: int = 4096
+    min_length: int = 16
+    max_length: int = 512
+    pooled_weight: float = 1.0
+    warmup: float = 0.1
+    seed: int = 0
+    save_every: int = 50
+
+    def __post_init__(self) -> None:
+        check_int(self.steps, "steps")
+        check_int(self.tokens_per_batch, "tokens_per_batch")
+        check_int(self.min_length, "min_length", minimum=4)
+        check_int(self.max_length, "max_length", minimum=4)
+        check_int(self.save_every, "save_every")
+        if self.min_length > self.max_length:
+            raise ValueError(
+                f"min_length ({self.min_length}) must not exceed max_length ({self.max_length})"
+            )
+        if self.train not in ("scoring", "all"):
+            raise ValueError(f"train must be 'scoring' or 'all', got {self.train!r}")
+        for name in ("learning_rate", "tisa_learning_rate"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        if not (self.pooled_weight >= 0 and 0 <= self.warmup < 1):
+            raise ValueError(
+                f"pooled_weight must be >= 0 and warmup in [0, 1), got {self.pooled_weight!r}, "
+                f"{self.warmup!r}"
+            )
+
+
+class LengthSampler:
+    """Blocks of real text of random lengths, cut from one token stream, reproducibly.
+
+    Step ``t`` draws a length L (log-uniform in [min_length, max_length]) and
+    ``tokens // L`` blocks ``[first] stream[o : o + L - 2] [last]`` at random offsets o,
+    all from a generator seeded with (seed, t): a resumed run draws the same batches.
+    """
+
+    def __init__(self, stream: Tensor, *, first: int, last: int, settings: DistillSettings) -> None:
+        if stream.dim() != 1 or stream.numel() < settings.max_length:
+            raise ValueError(
+                f"stream: expected at least {settings.max_length} tokens, got {stream.numel()}"
+            )
+        self.stream, self.first, self.last, self.settings = stream, first, last, settings
+
+    def batch(self, step: int) -> Tensor:
+        """(B, L) token ids of step ``step``."""
+        s = self.settings
+        g = torch.Generator().manual_seed(s.seed * 1_000_003 + step)
+        lo, hi = math.log(s.min_length), math.log(s.max_length)
+        length = int(round(math.exp(lo + (hi - lo) * torch.rand((), generator=g).item())))
+        length = min(max(length, s.min_length), s.max_length)
+        size = max(1, s.tokens_per_batch // length)
+        starts = torch.randint(0, self.stream.numel() - (length - 2), (size,), generator=g)
+        body = torch.stack([self.stream[o : o + length - 2] for o in starts.tolist()])
+        return torch.cat(
+            [torch.full((size, 1), self.first), body, torch.full((size, 1), self.last)], 1
+        )
+
+
+def distillation_loss(
+    student_hidden: Sequence[Tensor], teacher_hidden: Sequence[Tensor], pooled_weight: float
+) -> tuple[Tensor, dict[str, float]]:
+    """The loss of the module docstring on one batch (no padding: blocks are full).
+
+    Args:
+        student_hidden, teacher_hidden: hidden states (B, L, D) of every layer, the
+            embeddings' output first (as ``output_hidden_states`` returns them); the
+            embeddings' output is left out (the student's differs by construction).
+        pooled_weight: weight of the pooled-embedding term.
+
+    Returns:
+        The loss and its parts as floats (``hidden``, ``pooled_cosine``).
+    """
+    layers = list(zip(student_hidden[1:], teacher_hidden[1:]))
+    hidden = sum(
+        (s - t).square().mean() / t.square().mean().clamp_min(1e-12) for s, t in layers
+    ) / len(layers)
+    cos = nn.functional.cosine_similarity(
+        student_hidden[-1].mean(1), teacher_hidden[-1].mean(1), dim=-1
+    ).mean()
+    loss = hidden + pooled_weight * (1 - cos)
+    return loss, {"hidden": float(hidden.detach()), "pooled_cosine": float(cos.detach())}
+
+
+def _trainable(student: nn.Module, settings: DistillSettings) -> list[dict]:
+    import tisa.hf
+
+    names = set(tisa.hf.scoring_parameter_names(student))
+    for name, p in student.named_parameters():
+        p.requires_grad_(settings.train == "all" or name in names)
+    return tisa.hf.parameter_groups(
+        student,
+        learning_rate=settings.learning_rate,
+        tisa_learning_rate=settings.tisa_learning_rate,
+        weight_decay=0.0,
+    )
+
+
+def _schedule(settings: DistillSettings) -> Callable[[int], float]:
+    warm = max(1, int(settings.warmup * settings.steps))
+
+    def factor(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        return max(0.0, (settings.steps - step) / max(1, settings.steps - warm))
+
+    return factor
+
+
+def _save(
+    folder: Path, student, optimizer, scheduler, step: int, curve: list[dict], settings
+) -> None:
+    """Writes the checkpoint into a staging folder and renames it into place; the previous
+    one stays as ``<name>.old`` until the new one is in place (see :func:`_load`)."""
+    staging = folder.with_name(folder.name + ".staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    torch.save(
+        {
+            "student": student.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "step": step,
+            "settings": asdict(settings),
+        },
+        staging / "state.pt",
+    )
+    (staging / "curve.json").write_text(json.dumps(curve))
+    fsync_tree(staging)
+    old = folder.with_name(folder.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if folder.exists():
+        os.replace(folder, old)
+    os.replace(staging, folder)
+    fsync_folder(folder.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _load(folder: Path) -> dict | None:
+    """The checkpoint in ``folder`` (or its last complete predecessor), None if there is none."""
+    for candidate in (folder, folder.with_name(folder.name + ".old")):
+        state, curve = candidate / "state.pt", candidate / "curve.json"
+        if state.is_file() and curve.is_file():
+            try:
+                data = torch.load(state, map_location="cpu", weights_only=True)
+                data["curve"] = json.loads(curve.read_text())
+            except (RuntimeError, EOFError, json.JSONDecodeError, OSError) as err:
+                raise ValueError(
+                    f"checkpoint {candidate}: cannot be read ({type(err).__name__}: {err}); "
+                    f"delete it to start over"
+                ) from None
+            return data
+    return None
+
+
+def distill(
+    teacher: nn.Module,
+    student: nn.Module,
+    sampler: LengthSampler,
+    settings: DistillSettings,
+    *,
+    checkpoint_dir: str | os.PathLike[str],
+    progress: bool = True,
+) -> list[dict]:
+    """Trains ``student`` towards ``teacher`` in place (see the module docstring).
+
+    Args:
+        teacher: the original model (not changed).
+        student: the converted model.
+        sampler: where the batches come from.
+        settings: the run.
+        checkpoint_dir: folder of the resumable checkpoint.
+        progress: show a progress bar.
+
+    Returns:
+        The loss curve: one dict per step (``step``, ``loss``, ``hidden``,
+        ``pooled_cosine``, ``length``, ``seconds``).
+    """
+    import time
+
+    from tqdm.auto import tqdm
+
+    folder = Path(checkpoint_dir)
+    teacher_base = getattr(teacher, "base_model", teacher).eval()
+    student_base = getattr(student, "base_model", student)
+    for p in teacher_base.parameters():
+        p.requires_grad_(False)
+    optimizer = torch.optim.AdamW(_trainable(student, settings))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(settings))
+    curve: list[dict] = []
+    start = 0
+    saved = _load(folder)
+    if saved is not None:
+        if saved.get("settings") != asdict(settings):
+            raise ValueError(
+                f"checkpoint {folder}: made with other settings ({saved.get('settings')}); "
+                "use another output folder or the same settings"
+            )
+        student.load_state_dict(saved["student"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        start, curve = int(saved["step"]), saved["curve"]
+    # dropout off: the student is fitted to the teacher's deterministic outputs
+    student_base.eval()
+    bar = tqdm(total=settings.steps, initial=start, desc="distil", disable=not progress)
+    for step in range(start, settings.steps):
+        began = time.perf_counter()
+        ids = sampler.batch(step)
+        with torch.no_grad():
+            want = teacher_base(input_ids=ids, output_hidden_states=True).hidden_states
+        got = student_base(input_ids=ids, output_hidden_states=True).hidden_states
+        loss, parts = distillation_loss(got, want, settings.pooled_weight)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        curve.append(
+            {
+                "step": step + 1,
+                "loss": float(loss),
+                **parts,
+                "length": int(ids.shape[1]),
+                "seconds": time.perf_counter() - began,
+            }
+        )
+        bar.update()
+        bar.set_postfix(loss=f"{float(loss):.4f}", cos=f"{parts['pooled_cosine']:.4f}")
+        if (step + 1) % settings.save_every == 0 or step + 1 == settings.steps:
+            _save(folder, student, optimizer, scheduler, step + 1, curve, settings)
+    bar.close()
+    for p in student.parameters():
+        p.requires_grad_(True)
+    return curve

@@ -1,0 +1,266 @@
+"""TISA model types for transformers: configs, model classes, Auto registration.
+
+Each architecture TISA supports gets a registered model type, ``tisa_<type>``
+(``tisa_bert``, ``tisa_albert``, ``tisa_roberta``, ``tisa_electra``, ``tisa_gpt2``): a config
+class that adds one field, ``tisa`` (plain data, see :mod:`tisa.hf.settings`), and one model
+class per head (``TisaBertForMaskedLM`` subclasses ``BertForMaskedLM``, ...). The model
+classes build the stock model and then install TISA into it (:func:`tisa.hf.install.install`),
+so ``from_config`` and ``from_pretrained`` through the Auto classes give TISA models, and a
+saved TISA model reloads bit-exactly (the scoring functions are ordinary parameters in the
+state dict).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch
+import transformers
+from huggingface_hub.dataclasses import strict
+from torch import nn
+from transformers import (
+    AlbertConfig,
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForMultipleChoice,
+    AutoModelForNextSentencePrediction,
+    AutoModelForPreTraining,
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+    BertConfig,
+    ElectraConfig,
+    GPT2Config,
+    PreTrainedConfig,
+    PreTrainedModel,
+    RobertaConfig,
+)
+from transformers import initialization as hf_init
+from transformers.models.auto import modeling_auto
+from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
+
+from tisa.hf.architectures import stock_model_type
+from tisa.hf.attention_fn import IMPLEMENTATIONS
+from tisa.hf.settings import stored_settings
+from tisa.scoring import ScoringFunction, build
+
+__all__ = [
+    "ARCHITECTURES",
+    "TISA_CONFIGS",
+    "TisaAlbertConfig",
+    "TisaBertConfig",
+    "TisaElectraConfig",
+    "TisaGPT2Config",
+    "TisaModelMixin",
+    "TisaRobertaConfig",
+    "base_model_type",
+    "register_auto_classes",
+    "resolve_implementation",
+    "tisa_model_class",
+]
+
+#: model_type -> readable name, for the architectures TISA can be installed in.
+ARCHITECTURES: dict[str, str] = {
+    "bert": "BERT",
+    "albert": "ALBERT",
+    "roberta": "RoBERTa",
+    "electra": "ELECTRA",
+    "gpt2": "GPT-2",
+}
+
+
+@strict
+class TisaBertConfig(BertConfig):
+    """:class:`~transformers.BertConfig` plus the TISA settings (``tisa``)."""
+
+    model_type = "tisa_bert"
+    tisa: dict | None = None
+
+
+@strict
+class TisaAlbertConfig(AlbertConfig):
+    """:class:`~transformers.AlbertConfig` plus the TISA settings (``tisa``)."""
+
+    model_type = "tisa_albert"
+    tisa: dict | None = None
+
+
+@strict
+class TisaRobertaConfig(RobertaConfig):
+    """:class:`~transformers.RobertaConfig` plus the TISA settings (``tisa``)."""
+
+    model_type = "tisa_roberta"
+    tisa: dict | None = None
+
+
+@strict
+class TisaElectraConfig(ElectraConfig):
+    """:class:`~transformers.ElectraConfig` plus the TISA settings (``tisa``)."""
+
+    model_type = "tisa_electra"
+    tisa: dict | None = None
+
+
+@strict
+class TisaGPT2Config(GPT2Config):
+    """:class:`~transformers.GPT2Config` plus the TISA settings (``tisa``)."""
+
+    model_type = "tisa_gpt2"
+    tisa: dict | None = None
+
+
+TISA_CONFIGS: dict[str, type[PreTrainedConfig]] = {
+    "bert": TisaBertConfig,
+    "albert": TisaAlbertConfig,
+    "roberta": TisaRobertaConfig,
+    "electra": TisaElectraConfig,
+    "gpt2": TisaGPT2Config,
+}
+
+
+def base_model_type(config: Any) -> str:
+    """The stock model type of a (TISA or stock) config: ``"tisa_bert"`` -> ``"bert"``.
+
+    Raises:
+        ValueError: not one of the architectures TISA supports.
+    """
+    base = stock_model_type(config)
+    if base not in ARCHITECTURES:
+        supported = ", ".join(f"{name} ({t!r})" for t, name in ARCHITECTURES.items())
+        raise ValueError(
+            f"model: TISA supports {supported}; got model_type "
+            f"{getattr(config, 'model_type', '')!r}"
+        )
+    return base
+
+
+_REQUESTED = {
+    None: "tisa",
+    "eager": "tisa_eager",
+    "sdpa": "tisa_sdpa",
+    "flex_attention": "tisa_flex",
+}
+
+
+def resolve_implementation(requested: str | None) -> str:
+    """The TISA attention implementation for a requested ``attn_implementation``.
+
+    ``None`` -> ``"tisa"``; the stock names ``"eager"``, ``"sdpa"``, ``"flex_attention"``
+    -> the TISA function with that backend, so a TISA model never silently loses its bias.
+
+    Raises:
+        ValueError: an implementation TISA cannot run (e.g. flash attention kernels).
+    """
+    if requested in IMPLEMENTATIONS:
+        return requested
+    if requested in _REQUESTED:
+        return _REQUESTED[requested]
+    raise ValueError(
+        f"attn_implementation: a TISA model runs one of {sorted(IMPLEMENTATIONS)} (the stock "
+        f"names 'eager', 'sdpa', 'flex_attention' map to them); got {requested!r}"
+    )
+
+
+def _init_scorer(module: ScoringFunction) -> None:
+    """(Re)initialises a scorer's tensors that were not loaded, as its constructor would."""
+    with torch.device("cpu"):
+        fresh = build(**module.config())
+    tensors = itertools.chain(
+        module.named_parameters(recurse=False), module.named_buffers(recurse=False)
+    )
+    for name, tensor in tensors:
+        hf_init.copy_(tensor, getattr(fresh, name).to(tensor.dtype))
+
+
+class TisaModelMixin:
+    """Mixed into each TISA model class (``TisaBertForMaskedLM`` = this + ``BertForMaskedLM``).
+
+    Builds the stock model, installs TISA from ``config.tisa``, keeps the attention
+    implementation a TISA one and initialises scoring functions that were not loaded.
+    """
+
+    _tisa_model = True
+
+    def __init__(self, config: PreTrainedConfig, *args: Any, **kwargs: Any) -> None:
+        from tisa.hf.install import install  # install() turns models into these classes
+
+        super().__init__(config, *args, **kwargs)
+        install(self, stored_settings(config))
+
+    def _check_and_adjust_attn_implementation(
+        self, attn_implementation: str | None, is_init_check: bool = False, **kwargs: Any
+    ) -> str:
+        return resolve_implementation(attn_implementation)
+
+    def get_correct_attn_implementation(
+        self, requested_attention: str | None, is_init_check: bool = False
+    ) -> str:
+        return resolve_implementation(requested_attention)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, ScoringFunction):
+            _init_scorer(module)
+        elif not getattr(module, "_tisa_no_positions", False):
+            super()._init_weights(module)
+
+
+_MODEL_CLASSES: dict[type, type] = {}
+
+
+def tisa_model_class(cls: type[PreTrainedModel]) -> type[PreTrainedModel]:
+    """The TISA subclass of a supported transformers model class (created once, cached).
+
+    Raises:
+        ValueError: ``cls`` is not a model of a supported architecture.
+    """
+    if getattr(cls, "_tisa_model", False):
+        return cls
+    if cls in _MODEL_CLASSES:
+        return _MODEL_CLASSES[cls]
+    config_class = getattr(cls, "config_class", None)
+    model_type = base_model_type(config_class) if config_class is not None else ""
+    new = type(
+        f"Tisa{cls.__name__}",
+        (TisaModelMixin, cls),
+        {"config_class": TISA_CONFIGS[model_type], "__doc__": f"{cls.__name__} with TISA."},
+    )
+    if cls.__module__.startswith("transformers."):
+        new.__module__ = __name__
+        globals()[new.__name__] = new  # importable by name, so models pickle
+    _MODEL_CLASSES[cls] = new
+    return new
+
+
+_AUTO_CLASSES = (
+    (AutoModel, "MODEL_MAPPING_NAMES"),
+    (AutoModelForPreTraining, "MODEL_FOR_PRETRAINING_MAPPING_NAMES"),
+    (AutoModelForMaskedLM, "MODEL_FOR_MASKED_LM_MAPPING_NAMES"),
+    (AutoModelForCausalLM, "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
+    (AutoModelForSequenceClassification, "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"),
+    (AutoModelForTokenClassification, "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES"),
+    (AutoModelForQuestionAnswering, "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES"),
+    (AutoModelForMultipleChoice, "MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES"),
+    (AutoModelForNextSentencePrediction, "MODEL_FOR_NEXT_SENTENCE_PREDICTION_MAPPING_NAMES"),
+)
+
+
+def register_auto_classes() -> None:
+    """Registers the TISA configs with AutoConfig, the model classes with AutoModel*.
+
+    Also maps each TISA config to the stock architecture's tokenizer, so ``AutoTokenizer``
+    works on a saved TISA model folder whose tokenizer files do not name their class.
+    """
+    for model_type, config_class in TISA_CONFIGS.items():
+        AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        tokenizer = getattr(transformers, TOKENIZER_MAPPING_NAMES.get(model_type) or "", None)
+        if tokenizer is not None:
+            AutoTokenizer.register(config_class, tokenizer_class=tokenizer, exist_ok=True)
+        for auto_class, mapping in _AUTO_CLASSES:
+            name = getattr(modeling_auto, mapping).get(model_type)  # e.g. "BertForMaskedLM"
+            if isinstance(name, str):
+                model_class = tisa_model_class(getattr(transformers, name))
+                auto_class.register(config_class, model_class, exist_ok=True)

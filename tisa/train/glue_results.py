@@ -1,0 +1,268 @@
+"""GLUE results over seeds: medians per task and variant, the GLUE average, relative error
+reductions, paired comparisons, and the tables (Markdown, CSV).
+
+Relative error reduction against the baseline variant: ``(err_base - err) / err_base``
+with ``err = 1 - score`` (every GLUE metric is bounded above by 1). Seeds pair up across
+variants (the same seed gives the same data order and head initialisation), so
+:func:`paired_comparison` compares a variant with the baseline seed by seed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "paired_comparison",
+    "relative_error_reduction",
+    "summarize",
+    "summary_csv",
+    "summary_markdown",
+]
+
+
+def relative_error_reduction(score: float, baseline_score: float) -> float:
+    """``(err_base - err) / err_base`` with ``err = 1 - score`` (scores bounded by 1).
+
+    Positive when ``score`` beats the baseline: 0.05 means 5% of the baseline's error
+    is gone. NaN when the baseline has no error.
+    """
+    err, err_base = 1.0 - score, 1.0 - baseline_score
+    if err_base == 0 or math.isnan(err_base) or math.isnan(err):
+        return float("nan")
+    return (err_base - err) / err_base
+
+
+def paired_comparison(
+    scores: dict[int, float], baseline_scores: dict[int, float]
+) -> dict[str, Any]:
+    """Compares a variant with the baseline seed by seed (same seed = same data order and
+    head initialisation, so the seeds pair up).
+
+    Args:
+        scores: seed -> task score of the variant.
+        baseline_scores: seed -> task score of the baseline.
+
+    Returns:
+        ``seeds`` (paired), ``n``, ``mean_diff`` and ``median_diff`` (variant - baseline),
+        ``ci95`` (a t interval of the mean difference; NaN with fewer than 2 pairs),
+        ``wins`` / ``losses`` / ``ties``, ``sign_test_p`` (two-sided exact binomial test of
+        wins against losses) and ``median_rer`` (median over seeds of the relative error
+        reduction).
+    """
+    from scipy import stats
+
+    seeds = sorted(set(scores) & set(baseline_scores))
+    diffs = np.array([scores[s] - baseline_scores[s] for s in seeds], dtype=float)
+    rers = [relative_error_reduction(scores[s], baseline_scores[s]) for s in seeds]
+    nan = float("nan")
+    out: dict[str, Any] = {
+        "seeds": seeds,
+        "n": len(seeds),
+        "mean_diff": float(diffs.mean()) if len(seeds) else nan,
+        "median_diff": float(np.median(diffs)) if len(seeds) else nan,
+        "ci95": [nan, nan],
+        "wins": int((diffs > 0).sum()),
+        "losses": int((diffs < 0).sum()),
+        "ties": int((diffs == 0).sum()),
+        "sign_test_p": nan,
+        "median_rer": float(np.nanmedian(rers)) if any(not math.isnan(r) for r in rers) else nan,
+    }
+    if len(seeds) >= 2:
+        half = stats.t.ppf(0.975, len(seeds) - 1) * diffs.std(ddof=1) / math.sqrt(len(seeds))
+        out["ci95"] = [float(diffs.mean() - half), float(diffs.mean() + half)]
+    decided = out["wins"] + out["losses"]
+    if decided:
+        out["sign_test_p"] = float(stats.binomtest(out["wins"], decided, 0.5).pvalue)
+    return out
+
+
+def summarize(runs: Sequence[dict[str, Any]], baseline: str) -> list[dict[str, Any]]:
+    """Median over seeds per (task, variant), and a GLUE average row per variant.
+
+    Args:
+        runs: result dicts of single runs (keys task, variant, seed, metrics, score,
+            positional_parameters).
+        baseline: variant the relative error reduction is computed against.
+
+    Returns:
+        Rows with keys task, variant, seeds, metrics (median of each metric), score
+        (median of the per-seed task scores), score_min, score_max, positional_parameters,
+        relative_error_reduction (of the medians; NaN for the baseline itself or without a
+        baseline), paired (:func:`paired_comparison` against the baseline, None for the
+        baseline itself) and baseline. With several tasks, each variant that has all of
+        them gets a row with task ``"glue"``: the mean of its task scores (the GLUE
+        average); its paired comparison is over the per-seed averages of the seeds that
+        have every task.
+    """
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault((r["task"], r["variant"]), []).append(r)
+    rows = []
+    per_seed: dict[tuple[str, str], dict[int, float]] = {}
+    for (task, variant), rs in groups.items():
+        rs = sorted(rs, key=lambda r: r["seed"])
+        scores = np.array([r["score"] for r in rs], dtype=float)
+        per_seed[(task, variant)] = {r["seed"]: float(r["score"]) for r in rs}
+        rows.append(
+            {
+                "task": task,
+                "variant": variant,
+                "seeds": [r["seed"] for r in rs],
+                "metrics": {
+                    m: float(np.median([r["metrics"][m] for r in rs])) for m in rs[0]["metrics"]
+                },
+                "score": float(np.median(scores)),
+                "score_min": float(scores.min()),
+                "score_max": float(scores.max()),
+                "positional_parameters": rs[0]["positional_parameters"],
+            }
+        )
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    if len(tasks) > 1:
+        for variant in dict.fromkeys(r["variant"] for r in rows):
+            mine = {r["task"]: r for r in rows if r["variant"] == variant}
+            if set(mine) == set(tasks):
+                complete = set.intersection(*(set(per_seed[(t, variant)]) for t in tasks))
+                averages = {
+                    seed: float(np.mean([per_seed[(t, variant)][seed] for t in tasks]))
+                    for seed in sorted(complete)
+                }
+                per_seed[("glue", variant)] = averages
+                rows.append(
+                    {
+                        "task": "glue",
+                        "variant": variant,
+                        "seeds": sorted({s for r in mine.values() for s in r["seeds"]}),
+                        "metrics": {},
+                        "score": float(np.mean([r["score"] for r in mine.values()])),
+                        "score_min": min(averages.values(), default=float("nan")),
+                        "score_max": max(averages.values(), default=float("nan")),
+                        "positional_parameters": next(iter(mine.values()))["positional_parameters"],
+                    }
+                )
+    base = {r["task"]: r["score"] for r in rows if r["variant"] == baseline}
+    for r in rows:
+        task, variant = r["task"], r["variant"]
+        if variant == baseline or task not in base:
+            r["relative_error_reduction"] = float("nan")
+            r["paired"] = None
+        else:
+            r["relative_error_reduction"] = relative_error_reduction(r["score"], base[task])
+            r["paired"] = paired_comparison(per_seed[(task, variant)], per_seed[(task, baseline)])
+        r["baseline"] = baseline
+    return rows
+
+
+def _pct(value: float, digits: int = 2) -> str:
+    return "n/a" if value is None or math.isnan(value) else f"{100 * value:.{digits}f}"
+
+
+def summary_markdown(summary: Sequence[dict[str, Any]]) -> str:
+    """The summary as a Markdown table (scores and metrics x 100), and with several
+    variants the paired comparison over seeds."""
+    from tisa.reports.markdown import markdown_table
+
+    baseline = summary[0]["baseline"] if summary else "none"
+    rows = []
+    for r in summary:
+        metrics = ", ".join(f"{k} {_pct(v)}" for k, v in r["metrics"].items()) or "GLUE average"
+        spread = (
+            "" if math.isnan(r["score_min"]) else f"{_pct(r['score_min'])} - {_pct(r['score_max'])}"
+        )
+        pos = r["positional_parameters"]
+        rer = r["relative_error_reduction"]
+        rows.append(
+            [
+                r["task"],
+                r["variant"],
+                len(r["seeds"]),
+                metrics,
+                _pct(r["score"]),
+                spread,
+                f"{pos['absolute']:,} / {pos['tisa']:,} / {pos['total']:,}",
+                "-" if math.isnan(rer) else f"{100 * rer:+.1f}%",
+            ]
+        )
+    columns = ["task", "variant", "seeds", "metrics (median)", "score (median)", "min - max"]
+    columns += [
+        "positional params (absolute / TISA / total)",
+        f"rel. error reduction vs {baseline}",
+    ]
+    text = markdown_table(columns, rows, align="llllrlrr")
+    paired = [r for r in summary if r.get("paired")]
+    if not paired:
+        return text
+    rows = []
+    for r in paired:
+        p = r["paired"]
+        lo, hi = p["ci95"]
+        ci = "" if math.isnan(lo) else f" [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+        rows.append(
+            [
+                r["task"],
+                r["variant"],
+                p["n"],
+                f"{100 * p['mean_diff']:+.2f}{ci}",
+                f"{100 * p['median_diff']:+.2f}",
+                f"{p['wins']} / {p['losses']}",
+                "n/a" if math.isnan(p["sign_test_p"]) else f"{p['sign_test_p']:.3g}",
+                "n/a" if math.isnan(p["median_rer"]) else f"{100 * p['median_rer']:+.1f}%",
+            ]
+        )
+    columns = ["task", "variant", "pairs", "mean diff [95% CI]", "median diff"]
+    columns += ["wins / losses", "sign test p", "median rel. error reduction"]
+    return (
+        text + f"\nPaired over seeds against {baseline} (difference of scores x 100; same seed = "
+        "same data order and head initialisation):\n\n"
+        + markdown_table(columns, rows, align="llrlrrrr")
+    )
+
+
+def summary_csv(summary: Sequence[dict[str, Any]]) -> str:
+    """The summary as CSV, one line per task and variant (metrics as fractions)."""
+    metric_names = list(dict.fromkeys(m for r in summary for m in r["metrics"]))
+    header = [
+        "task",
+        "variant",
+        "n_seeds",
+        "seeds",
+        "score",
+        "score_min",
+        "score_max",
+        *metric_names,
+        "positional_absolute",
+        "positional_tisa",
+        "positional_total",
+        "relative_error_reduction",
+        "baseline",
+    ]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=header, lineterminator="\n")
+    writer.writeheader()
+    for r in summary:
+        pos = r["positional_parameters"]
+        row = {
+            "task": r["task"],
+            "variant": r["variant"],
+            "n_seeds": len(r["seeds"]),
+            "seeds": " ".join(str(s) for s in r["seeds"]),
+            "score": r["score"],
+            "score_min": r["score_min"],
+            "score_max": r["score_max"],
+            **{m: r["metrics"].get(m, "") for m in metric_names},
+            "positional_absolute": pos["absolute"],
+            "positional_tisa": pos["tisa"],
+            "positional_total": pos["total"],
+            "relative_error_reduction": r["relative_error_reduction"],
+            "baseline": r["baseline"],
+        }
+        writer.writerow(
+            {k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+        )
+    return buffer.getvalue()

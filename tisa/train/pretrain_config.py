@@ -1,0 +1,203 @@
+"""What a pretraining run is: :class:`PretrainConfig`, one declaration of every setting.
+
+``tisa pretrain`` derives its options from these fields (:mod:`tisa.cli.args`); the run
+folder records them in ``pretrain_config.json``, and a resumed run must agree on the ones
+that define its model and data (:data:`RESUME_KEYS`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tisa._validate import check_int
+
+__all__ = ["RESUME_KEYS", "PretrainConfig"]
+
+#: Fields that must match when a run is resumed (they define the model and its data).
+RESUME_KEYS = (
+    "position",
+    "size",
+    "arch",
+    "seq_len",
+    "batch_size",
+    "gradient_accumulation_steps",
+    "seed",
+    "dataset",
+    "dataset_config",
+    "train_file",
+    "block_format",
+    "mlm_probability",
+    "max_positions",
+    "num_kernels",
+    "max_train_blocks",
+)
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """Everything a pretraining run depends on (plain data; validated on construction).
+
+    Attributes:
+        output_dir: the run folder.
+        position: position scheme (:data:`tisa.train.masked_lm.POSITIONS`): absolute, none,
+            tisa, absolute+tisa, alibi, t5, kerple_log, rope.
+        size: model size (:data:`tisa.train.masked_lm.SIZES`): tiny, small (hidden 256,
+            4 layers), base (ALBERT-base).
+        arch: architecture: albert or bert.
+        seq_len: tokens per training block (with [CLS] and [SEP]).
+        max_steps: optimiser steps.
+        batch_size: blocks per step and process.
+        eval_batch_size: blocks per evaluation batch (default ``batch_size``).
+        learning_rate: peak AdamW learning rate.
+        weight_decay: AdamW weight decay.
+        warmup: linear warm-up, a fraction of ``max_steps`` (< 1) or a number of steps.
+        gradient_accumulation_steps: micro-batches per optimiser step.
+        max_grad_norm: gradient clipping (0 disables it).
+        seed: seed of initialisation, data order and training masks.
+        eval_mask_seed: seed of the (fixed) evaluation masks, shared by all runs.
+        save_steps: checkpoint every N steps.
+        eval_steps: evaluate every N steps.
+        logging_steps: log the training loss every N steps.
+        save_total_limit: newest checkpoints kept (older ones are deleted).
+        resume: continue the run in output_dir from its newest complete checkpoint
+            (``True``) or from a checkpoint folder.
+        overwrite: start over in a folder that already holds a run.
+        dataset: ptb (Penn Treebank) or an HF dataset name / local folder.
+        dataset_config: HF dataset configuration.
+        train_file: plain text training file (one example per line); replaces
+            ``dataset``.
+        validation_file: plain text validation file.
+        text_column: text column of an HF dataset.
+        tokenizer: existing tokenizer (folder or Hub id); default: train a WordPiece one.
+        tokenizer_cache: reuse the WordPiece tokenizer trained earlier on the same corpus
+            with the same settings (:func:`tisa.data.tokenizer.cached_wordpiece`), so runs
+            on one corpus share their tokenizer and can be compared token for token.
+        vocab_size: vocabulary size of a trained tokenizer.
+        block_format: cls_sep or plain (:mod:`tisa.data.mlm`).
+        mlm_probability: share of positions masked.
+        max_positions: rows of the absolute position table.
+        num_kernels: RBF kernels per head (TISA schemes).
+        max_train_blocks: use only the first N training blocks.
+        max_eval_blocks: evaluate on the first N validation blocks.
+        bf16: bfloat16 autocast (GPUs with bf16, CPUs with AVX512-BF16 or AMX).
+        attn_implementation: attention of the stock layers: sdpa or eager.
+        num_workers: data-loader worker processes.
+        progress: show progress bars.
+        tensorboard: also log to TensorBoard (default: when it is installed).
+    """
+
+    output_dir: str
+    position: str = "absolute"
+    size: str = "small"
+    arch: str = "albert"
+    seq_len: int = 128
+    max_steps: int = 1000
+    batch_size: int = 32
+    eval_batch_size: int | None = None
+    learning_rate: float = 5e-4
+    weight_decay: float = 0.01
+    warmup: float = field(
+        default=0.06, metadata={"cli": {"parse": lambda v: v if v < 1 else int(v)}}
+    )
+    gradient_accumulation_steps: int = field(default=1, metadata={"cli": {"flag": "--grad-accum"}})
+    max_grad_norm: float = 1.0
+    seed: int = 42
+    eval_mask_seed: int = 0
+    save_steps: int = 500
+    eval_steps: int = 500
+    logging_steps: int = 50
+    save_total_limit: int = 3
+    resume: bool | str = field(
+        default=False, metadata={"cli": {"nargs": "?", "const": True, "metavar": "CHECKPOINT"}}
+    )
+    overwrite: bool = False
+    dataset: str = "ptb"
+    dataset_config: str | None = None
+    train_file: str | None = None
+    validation_file: str | None = None
+    text_column: str = "text"
+    tokenizer: str | None = None
+    tokenizer_cache: bool = True
+    vocab_size: int = 30000
+    block_format: str = "cls_sep"
+    mlm_probability: float = 0.15
+    max_positions: int = 512
+    num_kernels: int = 5
+    max_train_blocks: int | None = None
+    max_eval_blocks: int | None = None
+    bf16: bool = False
+    attn_implementation: str = "sdpa"
+    num_workers: int = 0
+    progress: bool = True
+    tensorboard: bool | None = None
+
+    def __post_init__(self) -> None:
+        from tisa.data.mlm import BLOCK_FORMATS
+        from tisa.train.masked_lm import ARCHITECTURES, POSITIONS, SIZES
+
+        if not self.output_dir:
+            raise ValueError("output_dir must be a folder path, got an empty string")
+        _choice("position", self.position, POSITIONS)
+        _choice("size", self.size, tuple(SIZES))
+        _choice("arch", self.arch, ARCHITECTURES)
+        _choice("block_format", self.block_format, BLOCK_FORMATS)
+        _choice("attn_implementation", self.attn_implementation, ("sdpa", "eager"))
+        for name in (
+            "seq_len",
+            "max_steps",
+            "batch_size",
+            "gradient_accumulation_steps",
+            "save_steps",
+            "eval_steps",
+            "logging_steps",
+            "save_total_limit",
+            "vocab_size",
+            "max_positions",
+            "num_kernels",
+        ):
+            check_int(getattr(self, name), name)
+        for name in ("eval_batch_size", "max_train_blocks", "max_eval_blocks"):
+            check_int(getattr(self, name), name, optional=True)
+        for name in ("seed", "eval_mask_seed", "num_workers"):
+            check_int(getattr(self, name), name, minimum=0)
+        if self.seq_len < 3:
+            raise ValueError(f"seq_len must be >= 3, got {self.seq_len}")
+        if self.position in ("absolute", "absolute+tisa") and self.seq_len > self.max_positions:
+            raise ValueError(
+                f"seq_len ({self.seq_len}) exceeds max_positions ({self.max_positions}), the "
+                f"size of the absolute position table of position={self.position!r}; raise "
+                "max_positions or use a scheme without absolute embeddings"
+            )
+        if not (isinstance(self.learning_rate, int | float) and self.learning_rate > 0):
+            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        if not (isinstance(self.weight_decay, int | float) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
+        if not (isinstance(self.warmup, int | float) and self.warmup >= 0):
+            raise ValueError(f"warmup must be >= 0 (a fraction < 1 or steps), got {self.warmup!r}")
+        if self.warmup >= 1 and float(self.warmup) != int(self.warmup):
+            raise ValueError(f"warmup >= 1 counts steps and must be whole, got {self.warmup!r}")
+        if not (isinstance(self.max_grad_norm, int | float) and self.max_grad_norm >= 0):
+            raise ValueError(f"max_grad_norm must be >= 0, got {self.max_grad_norm!r}")
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}")
+        if self.resume is not False and self.overwrite:
+            raise ValueError("resume and overwrite exclude each other")
+        if self.train_file is None and self.validation_file is not None:
+            raise ValueError("validation_file needs train_file as well")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data view (JSON serialisable)."""
+        return dataclasses.asdict(self)
+
+
+def _choice(name: str, value: Any, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+
+
+def _choice(name: str, value: Any, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
