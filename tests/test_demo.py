@@ -1,3 +1,8 @@
+import csv
+import json
+import math
+
+import pytest
 import torch
 
 from tisa import demo, scoring
@@ -29,5 +34,23 @@ def test_demo_end_to_end_writes_report(tmp_path):
         "GLUE fine-tuning",
     ):
         assert heading in html
-    assert (out / "analysis" / "metrics.json").is_file()
-    assert (out / "extrapolation" / "extrapolation.csv").is_file()
+    # the numbers behind the report, not only the files
+    (model,) = json.loads((out / "analysis" / "metrics.json").read_text())["models"]
+    emb = model["position_embeddings"]
+    assert model["absolute_positions"] and emb["length"] == model["num_positions"]
+    assert 0.0 < emb["ti_gram"] <= 1.0 and 0.0 < emb["ti_cosine"] <= 1.0
+    ti = model["layer1"]["raw"]["ti"]
+    assert len(ti) == model["num_heads"] and all(0.0 <= t <= 1.0 for t in ti)
+    assert model["layer1"]["raw"]["ti_mean"] == pytest.approx(sum(ti) / len(ti))
+    rows = list(csv.DictReader((out / "extrapolation" / "extrapolation.csv").open()))
+    assert {r["run"] for r in rows} == {"absolute", "tisa"}
+    for r in rows:
+        if r["status"] == "ok":
+            loss = float(r["loss"])
+            assert 0.0 < loss < 20.0 and int(r["masked_tokens"]) > 0
+            assert float(r["perplexity"]) == pytest.approx(math.exp(loss), rel=1e-9)
+    # the absolute table ends at its length; TISA scores every length
+    longest = max(int(r["length"]) for r in rows)
+    status = {(r["run"], int(r["length"])): r["status"] for r in rows}
+    assert all(status[("tisa", int(r["length"]))] == "ok" for r in rows)
+    assert status[("absolute", longest)] == "n/a"
