@@ -200,7 +200,15 @@ def test_ctrl_c_is_one_line_saying_how_to_resume(tmp_path):
     argv += ["--max-train-blocks", "48", "--max-eval-blocks", "8", "--vocab-size", "600"]
     argv += ["--max-positions", "64", "--no-progress", "--no-tensorboard"]
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # a test run started in the background (nohup, &) ignores SIGINT, and so would
+        # the child: give it the default disposition, which Python turns into Ctrl-C
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 240
         while not (run / "checkpoint-2").is_dir():
