@@ -147,7 +147,8 @@ def _training_arguments(config: PretrainConfig, run: Path):
         # checkpoints are written there and renamed into the run (AtomicCheckpoints)
         output_dir=str(staging_folder(run)),
         max_steps=config.max_steps,
-        per_device_train_batch_size=config.batch_size,
+        # mixed lengths: each item is a whole batch (tisa.data.mixed_lengths)
+        per_device_train_batch_size=1 if config.mixed_lengths else config.batch_size,
         per_device_eval_batch_size=config.eval_batch_size or config.batch_size,
         gradient_accumulation_steps=config.gradient_accumulation_steps,
         learning_rate=config.learning_rate,
@@ -212,6 +213,29 @@ def _tokenizer(config: PretrainConfig, run: Path, args, corpus, resuming: bool):
         else:
             tok = load_tokenizer(saved)
     return tok, source
+
+
+def _mixed_length_data(config: PretrainConfig, corpus, tokenizer, collate):
+    """(training batches of mixed lengths, the collate function for them and for the
+    evaluation blocks)."""
+    import functools
+
+    from tisa.data.mixed_lengths import MixedLengthBatches, collate_batch
+    from tisa.data.mlm import token_stream
+
+    data = MixedLengthBatches(
+        token_stream(corpus["train"], tokenizer, progress=config.progress),
+        tokenizer,
+        seq_len=config.seq_len,
+        batch_size=config.batch_size,
+        lengths=config.mixed_lengths,
+        share=config.mixed_share,
+        seed=config.seed,
+        block_format=config.block_format,
+        mlm_probability=None if config.causal else config.mlm_probability,
+        max_blocks=config.max_train_blocks,
+    )
+    return data, functools.partial(collate_batch, fallback=collate)
 
 
 def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
@@ -303,6 +327,8 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
             mlm_probability=config.mlm_probability,
         )
         collate = collate_blocks
+    if config.mixed_lengths:
+        train_data, collate = _mixed_length_data(config, corpus, tokenizer, collate)
 
     set_seed(config.seed)
     absolute = config.position in ("absolute", "absolute+tisa")

@@ -36,6 +36,8 @@ RESUME_KEYS = (
     "max_positions",
     "num_kernels",
     "scoring_options",
+    "mixed_lengths",
+    "mixed_share",
     "max_train_blocks",
 )
 
@@ -93,6 +95,11 @@ class PretrainConfig:
         scoring_options: options of the position scheme's scoring family as KEY=VALUE
             (e.g. learn_tail=false far_offset=127; values are read as numbers, true,
             false or none where they look like one).
+        mixed_lengths: longer training lengths mixed into training: a share of the steps
+            (mixed_share) trains on blocks of one of these lengths (drawn uniformly), with
+            the batch shrunk to batch_size x seq_len / length blocks so that every step
+            holds the same tokens (:mod:`tisa.data.mixed_lengths`).
+        mixed_share: share of the steps at one of mixed_lengths.
         max_train_blocks: use only the first N training blocks.
         max_eval_blocks: evaluate on the first N validation blocks.
         bf16: bfloat16 autocast (GPUs with bf16, CPUs with AVX512-BF16 or AMX).
@@ -141,6 +148,8 @@ class PretrainConfig:
     max_positions: int = 512
     num_kernels: int = 5
     scoring_options: tuple[str, ...] = field(default=(), metadata={"cli": {"metavar": "KEY=VALUE"}})
+    mixed_lengths: tuple[int, ...] = ()
+    mixed_share: float = 0.15
     max_train_blocks: int | None = None
     max_eval_blocks: int | None = None
     bf16: bool = False
@@ -189,9 +198,22 @@ class PretrainConfig:
             check_int(getattr(self, name), name, minimum=0)
         if self.seq_len < 3:
             raise ValueError(f"seq_len must be >= 3, got {self.seq_len}")
-        if self.position in ("absolute", "absolute+tisa") and self.seq_len > self.max_positions:
+        object.__setattr__(self, "mixed_lengths", tuple(self.mixed_lengths))
+        if self.mixed_lengths:
+            from tisa.data.mixed_lengths import check_mixed_lengths
+
+            lengths = check_mixed_lengths(
+                self.mixed_lengths,
+                self.mixed_share,
+                seq_len=self.seq_len,
+                batch_size=self.batch_size,
+            )
+            object.__setattr__(self, "mixed_lengths", lengths)
+        longest = max((self.seq_len, *self.mixed_lengths))
+        if self.position in ("absolute", "absolute+tisa") and longest > self.max_positions:
+            what = "seq_len" if longest == self.seq_len else "the longest of mixed_lengths"
             raise ValueError(
-                f"seq_len ({self.seq_len}) exceeds max_positions ({self.max_positions}), the "
+                f"{what} ({longest}) exceeds max_positions ({self.max_positions}), the "
                 f"size of the absolute position table of position={self.position!r}; raise "
                 "max_positions or use a scheme without absolute embeddings"
             )
@@ -248,6 +270,7 @@ class PretrainConfig:
         """Plain-data view (JSON serialisable)."""
         out = dataclasses.asdict(self)
         out["scoring_options"] = list(self.scoring_options)
+        out["mixed_lengths"] = list(self.mixed_lengths)
         return out
 
 
