@@ -74,6 +74,9 @@ MUST_MATCH = (
     "tisa_learning_rate",
     "scoring_options",
     "num_kernels",
+    "mixed_lengths",
+    "mixed_share",
+    "size",
 )
 
 
@@ -129,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-steps", type=int, default=250)
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024, 2048])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--size", default="small", help="model size (tiny: smoke runs)")
+    parser.add_argument(
+        "--max-tokens", type=int, default=65536, help="test tokens scored per run and length"
+    )
     parser.add_argument("--tisa-learning-rate", type=float, default=None)
     parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--train-only", action="store_true")
@@ -151,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             output_dir=str(args.output_dir / spec.label),
             position=spec.position,
             arch=args.arch,
-            size="small",
+            size=args.size,
             seq_len=args.seq_len,
             max_steps=args.max_steps,
             batch_size=args.batch_size,
@@ -202,7 +209,10 @@ def _summarise(runs: dict[str, Path], args: argparse.Namespace) -> dict[str, Any
     from tisa.files import read_jsonl
 
     results = extrapolate(
-        list(runs.values()), args.lengths, output_dir=args.output_dir / "extrapolation"
+        list(runs.values()),
+        args.lengths,
+        max_tokens=args.max_tokens,
+        output_dir=args.output_dir / "extrapolation",
     )
     test_loss = {label: _losses(results, label, args.lengths) for label in runs}
     variants: dict[str, dict[str, Any]] = {}
@@ -216,6 +226,7 @@ def _summarise(runs: dict[str, Path], args: argparse.Namespace) -> dict[str, Any
             [runs[base]],
             args.lengths,
             scoring_options=tuple(options),
+            max_tokens=args.max_tokens,
             output_dir=args.output_dir / f"extrapolation-{label}",
         )
         variants[label] = {"run": base, "scoring_options": options}
@@ -313,7 +324,7 @@ def _ti_curve(path: Path) -> dict[str, Any]:
     }
     for key in TI_SERIES:
         curve[key] = [r.get(key) for r in rows]
-        rho = spearman(curve[key], curve["eval_loss"]) if all(curve[key]) else None
+        rho = spearman(curve[key], curve["eval_loss"])  # None with < 3 known values
         curve[f"spearman_{key}_vs_eval_loss"] = None if rho is None else rho.rho
         curve[f"spearman_{key}_vs_eval_loss_p"] = None if rho is None else rho.pvalue
     curve["nulls"] = [r.get("nulls") for r in rows]
@@ -435,9 +446,9 @@ def _report(summary: dict, runs: dict[str, Path], args: argparse.Namespace) -> P
             "Training",
             curves,
             paragraphs=[
-                f"Small {model}, length {args.seq_len}, batch {args.batch_size}, "
-                f"{args.max_steps} steps, seed {args.seed}, Penn Treebank; the same data "
-                "and masks for every scheme."
+                f"{args.size.capitalize()} {model}, length {args.seq_len}, "
+                f"batch {args.batch_size}, {args.max_steps} steps, seed {args.seed}, "
+                "Penn Treebank; the same data and masks for every scheme."
             ],
             caption=f"Validation loss at length {args.seq_len} during training.",
         ),
