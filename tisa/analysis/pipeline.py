@@ -87,7 +87,7 @@ class AnalysisConfig:
     include_bias: bool = False
     probe: bool = True
     max_offset: int = field(default=64, metadata={"cli": {"metavar": "K"}})
-    null_draws: int = field(default=20, metadata={"cli": {"metavar": "N"}})
+    null_draws: int = field(default=10, metadata={"cli": {"metavar": "N"}})
     probe_null_draws: int = field(default=8, metadata={"cli": {"metavar": "N"}})
     null_seed: int = field(default=0, metadata={"cli": {"metavar": "SEED"}})
     progress: bool = field(
@@ -137,7 +137,7 @@ def analyze(
     include_bias: bool = False,
     probe: bool = True,
     max_offset: int = 64,
-    null_draws: int = 20,
+    null_draws: int = 10,
     probe_null_draws: int = 8,
     null_seed: int = 0,
     progress: bool = True,
