@@ -2,34 +2,46 @@
 
     python benchmarks/glue_protocol.py sweep       # choose the TISA settings on held-out data
     python benchmarks/glue_protocol.py select      # print the choice the sweep makes
-    python benchmarks/glue_protocol.py protocol    # the full-budget comparison on the dev sets
+    python benchmarks/glue_protocol.py protocol --tisa-start S --tisa-learning-rate R
+    python benchmarks/glue_protocol.py converted --converted-model runs/convert/model
+    python benchmarks/glue_protocol.py summary     # one table: none, keep, converted
+    python benchmarks/glue_protocol.py all --parallel 10    # everything, e.g. on one GPU
 
 ``sweep`` fine-tunes each candidate TISA setting (start and learning rate of the scoring
 parameters, :data:`SWEEP`) and the baseline on a 90/10 split of the training sets of
 CoLA, MRPC and STS-B (3 epochs on at most 3,000 of the 90%, seeds 1 and 2), and is scored
-on the 10% held out, never on a dev set. ``select`` picks the candidate with the
-highest mean held-out score over tasks and seeds. ``protocol`` then runs the baseline
-(``none``) and TISA (``keep``, with the selected settings unless given) on the full
-training sets (SST-2 capped at 8,000 examples for every variant), 3 epochs, 5 seeds, and
-writes the tables of ``tisa glue`` (medians, spreads, paired comparisons over seeds).
-Every stage resumes: finished runs are kept, interrupted ones continue from their last
-checkpoint.
+on the 10% held out, never on a dev set. ``select`` picks the candidate with the highest
+mean held-out score over tasks and seeds. ``protocol`` runs the baseline (``none``) and
+TISA (``keep``, with the selected settings) on the full training sets (SST-2 capped at
+8,000 examples for every variant), 3 epochs, 5 seeds. ``converted`` runs the same on a
+model made by ``tisa convert`` (no position table: TISA only). ``summary`` puts the three
+into one table with medians, spreads and paired comparisons over seeds against ``none``
+(``--summary-dir``: results.md, results.csv, results.json, results.png). Every stage
+resumes: finished runs are kept, interrupted ones continue from their last checkpoint.
 
 Settings shared by every stage: learning rate 5e-5, batch 32, max length 128 (the stock
-Trainer baseline of docs/glue.md), warm-up 10%, weight decay 0.01. ``--gpu`` runs the same
-protocol on a CUDA device (fp32, larger evaluation batches).
+Trainer baseline of docs/glue.md), warm-up 10%, weight decay 0.01, fp32.
+
+``--parallel N`` runs N processes at once, each with its share of the (candidate, seed)
+pairs or seeds: what fits one large GPU (all-MiniLM-L6-v2 fine-tunes in seconds there; the
+processes share the device). ``all`` runs sweep, select, protocol, converted (when
+``--converted-model`` is given) and summary in one go.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
 TASKS = ("cola", "sst2", "mrpc", "stsb", "rte")
 SWEEP_TASKS = ("cola", "mrpc", "stsb")
+SWEEP_SEEDS = (1, 2)
+PROTOCOL_SEEDS = (1, 2, 3, 4, 5)
 #: training examples per task in the sweep (after the 10% held out), the same for every
 #: candidate: keeps the sweep at a third of the protocol's cost
 SWEEP_CAP = 3000
@@ -38,7 +50,6 @@ SWEEP = (
     ("none", "none", None, None),
     ("paper-5e-05", "keep", "paper", 5e-5),
     ("paper-1e-02", "keep", "paper", 1e-2),
-    ("spread-1e-03", "keep", "spread", 1e-3),
     ("spread-1e-02", "keep", "spread", 1e-2),
 )
 COMMON = dict(learning_rate=5e-5, batch_size=32, max_length=128, eval_batch_size=128)
@@ -58,16 +69,45 @@ def _glue_dir(given: str | None) -> str:
 
     found = given or find_glue_dir()
     if found is None:
-        raise SystemExit("no glue_data folder found: pass --glue-dir (or set GLUE_DIR)")
+        raise ValueError("no glue_data folder found: pass --glue-dir (or set GLUE_DIR)")
     return str(found)
+
+
+def _spawn(args: argparse.Namespace, jobs: list[list[str]]) -> None:
+    """Runs each job (extra arguments of this script) as its own process, ``--parallel`` at
+    a time; raises if one fails."""
+    base = [sys.executable, __file__]
+    common = ["--glue-dir", _glue_dir(args.glue_dir), "--epochs", str(args.epochs or 3.0)]
+    if args.model:
+        common += ["--model", args.model]
+    running: list[subprocess.Popen] = []
+    failed = []
+    for job in jobs:
+        while len(running) >= args.parallel:
+            running[0].wait()
+            failed += [p.args for p in running if p.poll() not in (None, 0)]
+            running = [p for p in running if p.poll() is None]
+        running.append(subprocess.Popen(base + job + common))
+    for p in running:
+        if p.wait() != 0:
+            failed.append(p.args)
+    if failed:
+        raise ValueError(f"{len(failed)} parallel job(s) failed, e.g. {failed[0]}")
 
 
 def sweep(args: argparse.Namespace) -> int:
     from tisa.train.glue import GlueConfig, run_glue
 
-    for name, variant, start, tisa_lr in SWEEP:
-        if args.only and name not in args.only:
-            continue
+    seeds = tuple(args.seeds or SWEEP_SEEDS)
+    chosen = [c for c in SWEEP if not args.only or c[0] in args.only]
+    if args.parallel > 1:
+        jobs = [
+            ["sweep", "--only", c[0], "--seeds", str(s), "--sweep-dir", str(args.sweep_dir)]
+            for c in chosen
+            for s in seeds
+        ]
+        _spawn(args, jobs)
+    for name, variant, start, tisa_lr in chosen:
         print(f"== sweep {name}", flush=True)
         extra = {} if variant == "none" else {"tisa_start": start, "tisa_learning_rate": tisa_lr}
         run_glue(
@@ -75,8 +115,8 @@ def sweep(args: argparse.Namespace) -> int:
                 model=_model(args.model),
                 tasks=SWEEP_TASKS,
                 variants=(variant,),
-                seeds=tuple(args.seeds or (1, 2)),
-                output_dir=str(args.output_dir / name),
+                seeds=seeds,
+                output_dir=str(args.sweep_dir / name),
                 epochs=args.epochs if args.epochs is not None else 3.0,
                 holdout=0.1,
                 max_train_samples=SWEEP_CAP,
@@ -87,84 +127,188 @@ def sweep(args: argparse.Namespace) -> int:
                 **extra,
             )
         )
-    return select(args)
+    return 0 if args.only else select(args)
 
 
-def _sweep_scores(folder: Path) -> dict[str, dict[str, float]]:
-    """candidate -> task -> mean held-out score over seeds."""
+def _sweep_scores(folder: Path, seeds=SWEEP_SEEDS) -> dict[str, dict[str, float]]:
+    """candidate -> task -> mean held-out score over ``seeds``, for candidates that have
+    every task and seed."""
     out = {}
     for name, *_ in SWEEP:
-        path = folder / name / "results.json"
-        if not path.is_file():
-            continue
-        runs = json.loads(path.read_text())["runs"]
-        per_task: dict[str, list[float]] = {}
-        for r in runs:
-            per_task.setdefault(r["task"], []).append(r["score"])
-        out[name] = {t: statistics.mean(v) for t, v in per_task.items()}
+        scores: dict[str, list[float]] = {}
+        for task in SWEEP_TASKS:
+            for seed in seeds:
+                variant = "none" if name == "none" else "keep"
+                path = folder / name / "runs" / task / variant / f"seed-{seed}" / "result.json"
+                try:
+                    scores.setdefault(task, []).append(json.loads(path.read_text())["score"])
+                except (OSError, ValueError, KeyError):
+                    pass
+        if all(len(scores.get(t, [])) == len(seeds) for t in SWEEP_TASKS):
+            out[name] = {t: statistics.mean(v) for t, v in scores.items()}
     return out
 
 
+def _selected(folder: Path) -> tuple[str, str, float] | None:
+    complete = _sweep_scores(folder)
+    keep = [n for n in complete if n != "none"]
+    if "none" not in complete or len(keep) < len(SWEEP) - 1:
+        return None
+    best = max(keep, key=lambda n: statistics.mean(complete[n].values()))
+    _, _, start, tisa_lr = next(c for c in SWEEP if c[0] == best)
+    return best, start, tisa_lr
+
+
 def select(args: argparse.Namespace) -> int:
-    scores = _sweep_scores(args.output_dir)
-    complete = {n: s for n, s in scores.items() if set(s) == set(SWEEP_TASKS)}
-    if "none" not in complete or len(complete) < 2:
-        print(f"sweep in {args.output_dir} not finished (complete: {sorted(complete)})")
-        return 1
+    complete = _sweep_scores(args.sweep_dir)
     print("| candidate | " + " | ".join(SWEEP_TASKS) + " | mean | vs none |")
     print("|---|" + "---:|" * (len(SWEEP_TASKS) + 2))
-    base = statistics.mean(complete["none"].values())
+    base = statistics.mean(complete["none"].values()) if "none" in complete else math.nan
     for name, per_task in complete.items():
         mean = statistics.mean(per_task.values())
         cells = " | ".join(f"{100 * per_task[t]:.2f}" for t in SWEEP_TASKS)
         print(f"| {name} | {cells} | {100 * mean:.2f} | {100 * (mean - base):+.2f} |")
-    best = max(
-        (n for n in complete if n != "none"), key=lambda n: statistics.mean(complete[n].values())
-    )
-    _, _, start, tisa_lr = next(c for c in SWEEP if c[0] == best)
+    chosen = _selected(args.sweep_dir)
+    if chosen is None:
+        missing = [c[0] for c in SWEEP if c[0] not in complete]
+        print(f"sweep in {args.sweep_dir} not finished: {missing} lack runs")
+        return 1
+    best, start, tisa_lr = chosen
     print(f"selected: {best} (--tisa-start {start} --tisa-learning-rate {tisa_lr:g})")
     return 0
 
 
+def _protocol_config(args, model: str, variants, output_dir: Path, **extra):
+    from tisa.train.glue import GlueConfig
+
+    return GlueConfig(
+        model=model,
+        tasks=TASKS,
+        variants=tuple(variants),
+        seeds=tuple(args.seeds or PROTOCOL_SEEDS),
+        output_dir=str(output_dir),
+        epochs=args.epochs if args.epochs is not None else 3.0,
+        max_train_samples={"sst2": SST2_CAP},
+        glue_dir=_glue_dir(args.glue_dir),
+        save_steps=100,
+        baseline="none" if "none" in variants else variants[0],
+        **COMMON,
+        **extra,
+    )
+
+
+def _seed_jobs(args, stage: str, extra: list[str]) -> list[list[str]]:
+    return [[stage, "--seeds", str(s), *extra] for s in (args.seeds or PROTOCOL_SEEDS)]
+
+
 def protocol(args: argparse.Namespace) -> int:
-    from tisa.train.glue import GlueConfig, run_glue, summary_markdown
+    from tisa.train.glue import run_glue
+    from tisa.train.glue_results import summary_markdown
 
     variants = tuple(args.variants or ("none", "keep"))
     extra = {}
+    if args.tisa_start is None and args.tisa_learning_rate is None and "keep" in variants:
+        chosen = _selected(args.sweep_dir)
+        if chosen is not None:
+            _, args.tisa_start, args.tisa_learning_rate = chosen
     if args.tisa_start is not None:
         extra["tisa_start"] = args.tisa_start
     if args.tisa_learning_rate is not None:
         extra["tisa_learning_rate"] = args.tisa_learning_rate
-    if any(v != "none" for v in variants) and len(extra) < 2:
-        raise SystemExit(
-            "protocol with a TISA variant: pass --tisa-start and --tisa-learning-rate (the "
-            "`select` stage prints the values the sweep chose)"
+    if "keep" in variants and len(extra) < 2:
+        raise ValueError(
+            "protocol with the keep variant: pass --tisa-start and --tisa-learning-rate, or "
+            f"finish the sweep in {args.sweep_dir} first (`select` prints its choice)"
         )
-    results = run_glue(
-        GlueConfig(
-            model=_model(args.model),
-            tasks=TASKS,
-            variants=variants,
-            seeds=tuple(args.seeds or (1, 2, 3, 4, 5)),
-            output_dir=str(args.output_dir),
-            epochs=args.epochs if args.epochs is not None else 3.0,
-            max_train_samples={"sst2": SST2_CAP},
-            glue_dir=_glue_dir(args.glue_dir),
-            save_steps=100,
-            baseline="none",
-            **COMMON,
-            **extra,
-        )
-    )
-    print(summary_markdown(results.summary), end="")
+    if args.parallel > 1:
+        flags = ["--protocol-dir", str(args.protocol_dir), "--variants", *variants]
+        if extra:
+            flags += ["--tisa-start", args.tisa_start]
+            flags += ["--tisa-learning-rate", repr(args.tisa_learning_rate)]
+        _spawn(args, _seed_jobs(args, "protocol", flags))
+    config = _protocol_config(args, _model(args.model), variants, args.protocol_dir, **extra)
+    print(summary_markdown(run_glue(config).summary), end="")
     return 0
+
+
+def converted(args: argparse.Namespace) -> int:
+    from tisa.train.glue import run_glue
+    from tisa.train.glue_results import summary_markdown
+
+    if not args.converted_model:
+        raise ValueError("converted: pass --converted-model (the model/ folder of tisa convert)")
+    if args.parallel > 1:
+        flags = ["--converted-dir", str(args.converted_dir)]
+        flags += ["--converted-model", args.converted_model]
+        _spawn(args, _seed_jobs(args, "converted", flags))
+    config = _protocol_config(args, args.converted_model, ("none",), args.converted_dir)
+    print(summary_markdown(run_glue(config).summary), end="")
+    return 0
+
+
+def _runs(folder: Path, rename: dict[str, str] | None = None) -> list[dict]:
+    out = []
+    for path in sorted(folder.glob("runs/*/*/seed-*/result.json")):
+        try:
+            run = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # an unfinished or damaged run: not counted
+        run["variant"] = (rename or {}).get(run["variant"], run["variant"])
+        run["metrics"] = {k: math.nan if v is None else v for k, v in run["metrics"].items()}
+        run["score"] = math.nan if run["score"] is None else run["score"]
+        out.append(run)
+    return out
+
+
+def summary(args: argparse.Namespace) -> int:
+    from tisa.files import write_atomic, write_json
+    from tisa.train.glue_results import summarize, summary_csv, summary_markdown
+
+    runs = _runs(args.protocol_dir) + _runs(args.converted_dir, {"none": "converted"})
+    if not runs:
+        raise ValueError(
+            f"summary: no finished runs in {args.protocol_dir} or {args.converted_dir}"
+        )
+    table = summarize(runs, "none")
+    out = args.summary_dir
+    write_atomic(out / "results.md", summary_markdown(table))
+    write_atomic(out / "results.csv", summary_csv(table))
+    write_json(out / "results.json", {"summary": table, "runs": runs})
+    try:
+        from tisa.reports.charts import glue_results
+        from tisa.reports.figures import save_figure
+
+        save_figure(glue_results(table), out / "results.png")
+    except ImportError:  # pragma: no cover - matplotlib is a dependency
+        pass
+    print(summary_markdown(table), end="")
+    print(f"tables: {out}")
+    return 0
+
+
+def run_all(args: argparse.Namespace) -> int:
+    sweep(args)
+    chosen = _selected(args.sweep_dir)
+    if chosen is None:
+        raise ValueError(f"the sweep in {args.sweep_dir} did not finish")
+    _, args.tisa_start, args.tisa_learning_rate = chosen
+    protocol(args)
+    if args.converted_model:
+        converted(args)
+    return summary(args)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("stage", choices=["sweep", "select", "protocol"])
-    parser.add_argument("--output-dir", type=Path, default=None)
+    parser.add_argument(
+        "stage", choices=["sweep", "select", "protocol", "converted", "summary", "all"]
+    )
+    parser.add_argument("--sweep-dir", type=Path, default=Path("runs/glue-sweep"))
+    parser.add_argument("--protocol-dir", type=Path, default=Path("runs/glue"))
+    parser.add_argument("--converted-dir", type=Path, default=Path("runs/glue-converted"))
+    parser.add_argument("--summary-dir", type=Path, default=Path("runs/glue-summary"))
     parser.add_argument("--model", default=None, help="default: all-MiniLM-L6-v2 (PyPI)")
+    parser.add_argument("--converted-model", default=None, help="model/ folder of tisa convert")
     parser.add_argument("--glue-dir", default=None)
     parser.add_argument("--seeds", type=int, nargs="+", default=None)
     parser.add_argument("--epochs", type=float, default=None, help="default: 3")
@@ -172,15 +316,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tisa-start", default=None, choices=["paper", "zero", "spread"])
     parser.add_argument("--tisa-learning-rate", type=float, default=None)
     parser.add_argument("--only", nargs="+", default=None, help="sweep: these candidates")
+    parser.add_argument("--parallel", type=int, default=1, help="processes at once (GPU)")
     args = parser.parse_args(argv)
-    if args.output_dir is None:
-        args.output_dir = Path("runs/glue-sweep" if args.stage != "protocol" else "runs/glue")
-    stages = {"sweep": sweep, "select": select, "protocol": protocol}
+    if args.parallel < 1:
+        parser.error("--parallel must be >= 1")
+    stages = {
+        "sweep": sweep,
+        "select": select,
+        "protocol": protocol,
+        "converted": converted,
+        "summary": summary,
+        "all": run_all,
+    }
     try:
         return stages[args.stage](args)
     except (ValueError, FileNotFoundError) as err:
         print(f"glue_protocol: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(
+            f"glue_protocol: interrupted; run the same command again to resume ({args.stage})",
+            file=sys.stderr,
+        )
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,32 +1,41 @@
-"""CUDA paths: FlexAttention forward and backward against the eager oracle (pytest -m gpu)."""
+"""CUDA paths (pytest -m gpu): the checks of benchmarks/flex_gpu.py, one test each."""
+
+import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
 
-from tisa import scoring
-from tisa.attention import attention, resolve_backend
+from tisa.attention import resolve_backend
 
 pytestmark = pytest.mark.gpu
 
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "flex_gpu.py"
 
-@pytest.mark.parametrize("length", [1, 7, 97, 257, 1025])
-@pytest.mark.parametrize("causal", [False, True])
-def test_flex_forward_backward_match_eager_on_cuda(length, causal):
-    torch.manual_seed(0)
-    dev = "cuda"
-    s = scoring.build("rbf", num_heads=4, amplitude_mean=2.0, amplitude_std=1.0).to(dev)
-    q, k, v = (torch.randn(2, 4, length, 32, device=dev, requires_grad=True) for _ in range(3))
-    keep = torch.ones(2, 1, 1, length, dtype=torch.bool, device=dev)
-    keep[0, ..., max(1, length - length // 3) :] = False
-    grads = {}
-    for backend in ("eager", "flex"):
-        for t in (q, k, v, *s.parameters()):
-            t.grad = None
-        out = attention(q, k, v, s, mask=keep, causal=causal, backend=backend)
-        out.backward(torch.ones_like(out))
-        grads[backend] = [out.detach(), q.grad, k.grad, v.grad, s.amplitude.grad.clone()]
-    for a, e in zip(grads["flex"], grads["eager"]):
-        torch.testing.assert_close(a, e, atol=2e-4, rtol=2e-4)
+
+def _flex_gpu():
+    spec = importlib.util.spec_from_file_location("flex_gpu", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def checks():
+    flex_gpu = _flex_gpu()
+    return {c["check"]: c for c in flex_gpu.run_checks("cuda", flex_gpu.parse_args([]))}
+
+
+def test_every_flex_check_passes_on_cuda(checks):
+    failed = {name: c for name, c in checks.items() if not c["passed"]}
+    assert not failed, failed
+    # forward+backward at every length, causal and not; table gradient; masked rows;
+    # dropout; bf16
+    assert sum(name.startswith("forward + backward") for name in checks) == 8
+    assert any(name.startswith("table gradient") for name in checks)
+    assert any("rows without keys" in name for name in checks)
+    assert "auto trains with dropout (eager) and drops" in checks
+    assert any(name.startswith("bf16") for name in checks)
 
 
 def test_auto_picks_flex_for_training_on_cuda():

@@ -35,3 +35,22 @@ def test_replace_folder_moves_a_whole_folder(tmp_path):
     (final / "old.bin").write_bytes(b"old")  # the same step saved before
     assert files.replace_folder(staged, final) == final
     assert [p.name for p in final.iterdir()] == ["a.bin"] and not staged.exists()
+
+
+def test_concurrent_writers_of_one_file_never_collide(tmp_path):
+    """Processes sharing an output folder rewrite the same tables: each write is whole."""
+    import multiprocessing as mp
+
+    target = tmp_path / "table.md"
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        pool.starmap(_write_many, [(str(target), "a"), (str(target), "b")])
+    assert target.read_text() in ("a" * 1000, "b" * 1000)
+    assert [p.name for p in tmp_path.iterdir()] == ["table.md"]  # no temporary file left
+
+
+def _write_many(path: str, letter: str) -> None:
+    from tisa.files import write_atomic
+
+    for _ in range(50):
+        write_atomic(path, letter * 1000)

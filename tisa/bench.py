@@ -22,6 +22,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -81,16 +82,27 @@ def _trim() -> None:
         pass
 
 
-def interleaved_times(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Median seconds per call of each function, after one warm-up, runs interleaved."""
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def interleaved_times(
+    fns: dict[str, Callable[[], object]], repeats: int, clock: str = "wall"
+) -> dict[str, float]:
+    """Median seconds per call of each function, after one warm-up, runs interleaved.
+
+    ``clock="cpu"`` counts the process's CPU time instead of the wall clock: with one
+    thread on a machine shared with other work it leaves out the time spent waiting for
+    a core (with more threads it also counts threads that spin while they wait).
+    """
+    now = CLOCKS[clock]
     for fn in fns.values():
         fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            start = time.perf_counter()
+            start = now()
             fn()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(now() - start)
     return {name: statistics.median(t) for name, t in times.items()}
 
 
@@ -123,6 +135,21 @@ def _x_transformers_biases(heads: int):
     }
 
 
+#: every variant of the attention benchmark (the baseline is always measured)
+VARIANTS: tuple[str, ...] = (
+    "sdpa, no bias (baseline)",
+    "eager + rbf",
+    "sdpa + rbf",
+    "sdpa + constant mask (limit)",
+    "flex + rbf",
+    "dense pairwise rbf + sdpa",
+    "x-transformers T5 rel. bias + sdpa",
+    "x-transformers ALiBi + sdpa",
+    "rbf bias only: table + expand",
+    "rbf bias only: dense pairwise",
+)
+
+
 @dataclass(frozen=True)
 class AttentionBenchConfig:
     """Sizes of the attention benchmark (defaults: the full benchmark; validated).
@@ -135,7 +162,11 @@ class AttentionBenchConfig:
         head_dim: head size D.
         repeats: timed repetitions per variant (the median counts).
         seed: seed of the inputs and the RBF scorer.
-        variants: variants to run besides the baseline (default: all).
+        variants: variants to run besides the baseline (default: all; names as in
+            :data:`VARIANTS`, e.g. 'sdpa + rbf').
+        threads: torch threads while measuring (default: torch's own).
+        clock: ``wall`` clock, or the process's ``cpu`` time (steadier with one thread on a
+            shared machine).
     """
 
     lengths: tuple[int, ...] = (128, 512, 2048)
@@ -145,7 +176,11 @@ class AttentionBenchConfig:
     head_dim: int = 64
     repeats: int = 3
     seed: int = 0
-    variants: tuple[str, ...] = field(default=(), metadata={"cli": {"nargs": "*"}})
+    variants: tuple[str, ...] = field(
+        default=(), metadata={"cli": {"nargs": "*", "metavar": "NAME"}}
+    )
+    threads: int | None = None
+    clock: Literal["wall", "cpu"] = "wall"
 
     def __post_init__(self) -> None:
         for name in ("lengths", "forward_only_lengths", "variants"):
@@ -155,6 +190,13 @@ class AttentionBenchConfig:
         check_int(self.seed, "seed", minimum=0)
         for length in (*self.lengths, *self.forward_only_lengths):
             check_int(length, "lengths", minimum=1)
+        if self.threads is not None:
+            check_int(self.threads, "threads", minimum=1)
+        if self.clock not in CLOCKS:
+            raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {self.clock!r}")
+        unknown = sorted(set(self.variants) - set(VARIANTS))
+        if unknown:
+            raise ValueError(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
 
 
 def _variants(cfg: AttentionBenchConfig, length: int, backward: bool):
@@ -187,6 +229,14 @@ def _variants(cfg: AttentionBenchConfig, length: int, backward: bool):
     if quadratic_ok:
         variants["eager + rbf"] = run(lambda: attention(q, k, v, rbf, backend="eager"))
     variants["sdpa + rbf"] = run(lambda: attention(q, k, v, rbf, backend="sdpa"))
+    if quadratic_ok:
+        # The limit of any SDPA with a bias: the fused kernel reading a constant float mask
+        # that already exists (built outside the timed call, not trained).
+        with torch.no_grad():
+            constant = bias_lib.expand(bias_lib.table(rbf, length), length, length)[None]
+        variants["sdpa + constant mask (limit)"] = run(
+            lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=constant)
+        )
     if not backward or q.device.type == "cuda":
         variants["flex + rbf"] = run(lambda: attention(q, k, v, rbf, backend="flex"))
     if quadratic_ok:
@@ -219,6 +269,19 @@ def run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool = True) ->
     All timings come first (default allocator), then all memory readings (see the module
     docstring), so the two never disturb each other.
     """
+    if cfg.clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {cfg.clock!r}")
+    if cfg.threads is None:
+        return _run_attention_benchmark(cfg, progress)
+    before = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        return _run_attention_benchmark(cfg, progress)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool) -> list[dict]:
     from tqdm.auto import tqdm
 
     jobs = [(n, True) for n in cfg.lengths] + [(n, False) for n in cfg.lengths]
@@ -226,7 +289,7 @@ def run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool = True) ->
     rows = []
     for length, backward in tqdm(jobs, desc="attention benchmark: time", disable=not progress):
         fns = _variants(cfg, length, backward)
-        times = interleaved_times(fns, cfg.repeats)
+        times = interleaved_times(fns, cfg.repeats, cfg.clock)
         base_t = times["sdpa, no bias (baseline)"]
         pair_t = times.get("rbf bias only: dense pairwise")
         for name in fns:

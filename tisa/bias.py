@@ -11,7 +11,13 @@ self-attention when Lq == Lk). Column ``t`` of a table holds offset ``t - (Lk - 
 query row ``qi`` (0-based among the Lq queries) and key ``j`` read column
 ``j - qi + Lq - 1``.
 
-Letters: H heads, Lq queries, Lk keys, N = Lq + Lk - 1 distinct offsets.
+Rows of the dense bias can also be read straight out of the table, without a copy: a
+Toeplitz matrix has strides of opposite sign along its two axes, so with non-negative
+strides the view is its row-reversed (Hankel) form, :func:`reversed_rows`. Backends that
+work on blocks of query rows use it with the queries of the block reversed; its adjoint is
+:func:`antidiagonal_sums`.
+
+Letters: H heads, Lq queries, Lk keys, N = Lq + Lk - 1 distinct offsets, R rows of a block.
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ from torch import Tensor
 from tisa.scoring import ScoringFunction
 
 __all__ = [
+    "antidiagonal_sums",
     "diagonal_sums",
     "expand",
     "offsets",
+    "reversed_rows",
     "table",
     "table_index",
     "toeplitz_projection",
@@ -91,6 +99,49 @@ def diagonal_sums(grad: Tensor) -> Tensor:
     return g.sum(-2)
 
 
+def reversed_rows(tab: Tensor, lq: int, lk: int, start: int = 0, stop: int | None = None) -> Tensor:
+    """Query rows ``start .. stop-1`` of the dense bias in reverse order, as a view of the table.
+
+    ``out[h, r, j] = expand(tab, lq, lk)[h, stop - 1 - r, j] = tab[h, j + r + Lq - stop]``:
+    (H, R, Lk) with R = stop - start, strides (N, 1, 1) for a contiguous table. No memory
+    is allocated; the rows overlap in storage, so the view must not be written to.
+
+    Args:
+        tab: (H, Lq + Lk - 1) table.
+        lq: number of queries the table was built for.
+        lk: number of keys.
+        start: first query row of the block.
+        stop: one past the last query row (default ``lq``).
+    """
+    stop = lq if stop is None else stop
+    if tab.dim() != 2 or tab.shape[-1] != lq + lk - 1:
+        raise ValueError(
+            f"table must have shape (H, Lq + Lk - 1) = (H, {lq + lk - 1}), got {tuple(tab.shape)}"
+        )
+    if not 0 <= start < stop <= lq:
+        raise ValueError(f"rows must satisfy 0 <= start < stop <= Lq = {lq}, got {start}, {stop}")
+    if tab.requires_grad and torch.is_grad_enabled():
+        return _ReversedRows.apply(tab, lq, lk, start, stop)
+    return _reversed_rows_view(tab, lq, lk, start, stop)
+
+
+def antidiagonal_sums(grad: Tensor) -> Tensor:
+    """Sums a (..., R, Lk) tensor along its anti-diagonals: (..., R + Lk - 1).
+
+    Column t of the result is the sum of the entries with ``r + j == t``: the adjoint of
+    :func:`reversed_rows` (the gradient of the reversed-row view w.r.t. the table columns it
+    reads, starting at column ``Lq - stop``). Skew trick as in :func:`diagonal_sums`: pad
+    every row by R, and re-read the flat buffer with rows one shorter, so each
+    anti-diagonal lines up in one column.
+    """
+    rows, lk = grad.shape[-2], grad.shape[-1]
+    n = rows + lk - 1
+    lead = grad.shape[:-2]
+    g = torch.nn.functional.pad(grad, (0, rows))  # (..., R, Lk + R) = (..., R, N + 1)
+    g = g.reshape(*lead, rows * (n + 1))[..., : rows * n].reshape(*lead, rows, n)
+    return g.sum(-2)
+
+
 def toeplitz_projection(matrix: Tensor) -> Tensor:
     """Least-squares Toeplitz approximation of (..., Lq, Lk): each diagonal -> its mean."""
     lq, lk = matrix.shape[-2], matrix.shape[-1]
@@ -116,6 +167,29 @@ class _Expand(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor):
         return diagonal_sums(grad), None, None
+
+
+def _reversed_rows_view(tab: Tensor, lq: int, lk: int, start: int, stop: int) -> Tensor:
+    s_h, s_t = tab.stride()
+    offset = tab.storage_offset() + (lq - stop) * s_t
+    return tab.as_strided((tab.shape[0], stop - start, lk), (s_h, s_t, s_t), offset)
+
+
+class _ReversedRows(torch.autograd.Function):
+    """The reversed-row view with an anti-diagonal-sum backward (autograd's generic
+    ``as_strided`` backward would scatter element by element into the overlapping storage)."""
+
+    @staticmethod
+    def forward(ctx, tab: Tensor, lq: int, lk: int, start: int, stop: int) -> Tensor:
+        ctx.n, ctx.first = tab.shape[-1], lq - stop
+        return _reversed_rows_view(tab, lq, lk, start, stop)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        sums = antidiagonal_sums(grad)  # (H, R + Lk - 1)
+        dtab = grad.new_zeros(grad.shape[0], ctx.n)
+        dtab[:, ctx.first : ctx.first + sums.shape[-1]] = sums
+        return dtab, None, None, None, None
 
 
 def _check_lengths(lq: int, lk: int) -> None:

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -46,15 +47,24 @@ def json_ready(obj: Any) -> Any:
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
-    """Writes ``data`` (text as UTF-8) to ``path`` atomically; creates the parent folder."""
+    """Writes ``data`` (text as UTF-8) to ``path`` atomically; creates the parent folder.
+
+    The temporary file has a name of its own (several processes may write the same file,
+    e.g. the tables of runs sharing an output folder): the last complete write wins.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 

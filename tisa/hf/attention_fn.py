@@ -24,6 +24,13 @@ its layer (attribute ``tisa_layer`` of the attention module; ALBERT, whose layer
 applied several times, also passes the depth ``tisa_depth``). Attention modules without
 ``tisa_layer`` (cross-attention) get no positional bias.
 
+Positions with a key/value cache: TISA needs the position of each query among the keys.
+A dynamic cache hands over exactly the keys seen so far, so the queries are the last Lq.
+A static cache hands over all its slots, filled or not; :func:`tisa_mask` then builds the
+mask over the filled slots only (transformers gives it the position of the first query,
+``q_offset``), and the attention function drops the keys the mask does not cover, which
+puts the queries at the last Lq positions again.
+
 Letters: B batch, H heads, Lq queries, Lk keys, D head size.
 """
 
@@ -158,6 +165,11 @@ def tisa_attention_forward(
         # queries are then the *first* Lq positions, and later keys are unused slots.
         key, value = key[:, :, :lq], value[:, :, :lq]
         lk = lq
+    elif attention_mask is not None and lq <= attention_mask.shape[-1] < lk:
+        # a static cache: the mask covers the filled slots only (see tisa_mask), the
+        # queries being the last of them
+        lk = attention_mask.shape[-1]
+        key, value = key[:, :, :lk], value[:, :, :lk]
     if settings.get("rotary", False) and getattr(module, "tisa_layer", None) is not None:
         base = settings.get("rotary_base", 10000.0)
         query = apply_rotary(query, lk - lq, base)
@@ -194,8 +206,13 @@ def tisa_mask(
     Bidirectional masks (encoders) stay compact: a padding mask (B, 1, 1, Lk) of bools, or
     None when nothing is padded. Everything else (causal, sliding, custom patterns) is
     transformers' own SDPA mask: (B, 1, Lq, Lk) bools, or None for a plain causal mask
-    that the attention function then applies itself.
+    that the attention function then applies itself. When the keys run past the last query
+    (``q_offset + q_length``: the unfilled slots of a static cache), the mask ends at the
+    last query, and the attention function leaves the later keys out.
     """
+    visible = int(q_offset) + q_length - kv_offset
+    if mask_function is not bidirectional_mask_function and 0 < visible < kv_length:
+        kv_length = visible
     if (
         mask_function is bidirectional_mask_function
         and not use_vmap

@@ -1,0 +1,76 @@
+"""The attention benchmark: variants, threads, outputs checked before the run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from tisa import bench, cli
+
+
+def test_a_small_run_measures_the_chosen_variants(tmp_path):
+    cfg = bench.AttentionBenchConfig(
+        lengths=(33,),
+        forward_only_lengths=(),
+        batch=2,
+        heads=3,
+        head_dim=8,
+        repeats=1,
+        variants=("sdpa + rbf", "sdpa + constant mask (limit)"),
+        threads=1,
+    )
+    before = torch.get_num_threads()
+    rows = bench.run_attention_benchmark(cfg, progress=False)
+    assert torch.get_num_threads() == before  # restored
+    got = {(r["pass"], r["variant"]) for r in rows}
+    assert got == {
+        (p, v)
+        for p in ("fwd+bwd", "fwd")
+        for v in ("sdpa, no bias (baseline)", "sdpa + rbf", "sdpa + constant mask (limit)")
+    }
+    for r in rows:
+        assert r["seconds"] > 0 and r["time_ratio"] > 0
+        if r["variant"].startswith("sdpa, no bias"):
+            assert r["time_ratio"] == 1.0
+    assert "| fwd | 33 | sdpa + rbf |" in bench.format_table(rows)
+
+
+def test_cli_checks_outputs_and_names_before_running(tmp_path, capsys):
+    cases = [
+        (["--output", str(tmp_path)], "is a folder"),
+        (["--json", str(tmp_path / "missing" / "r.json")], "does not exist or is not writable"),
+        (["--variants", "sdpa + magic"], "unknown variants ['sdpa + magic']"),
+        (["--threads", "0"], "threads must be an integer >= 1, got 0"),
+    ]
+    for extra, message in cases:
+        assert cli.main(["bench", "attention", *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("tisa bench: error: ") and message in err, err
+    assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+def test_cli_writes_table_and_json(tmp_path, capsys):
+    md, js = tmp_path / "t.md", tmp_path / "t.json"
+    args = ["bench", "attention", "--lengths", "17", "--forward-only-lengths", "--batch", "1"]
+    args += [
+        "--heads",
+        "2",
+        "--head-dim",
+        "4",
+        "--repeats",
+        "1",
+        "--threads",
+        "1",
+        "--clock",
+        "cpu",
+    ]
+    args += ["--variants", "sdpa + rbf", "--output", str(md), "--json", str(js)]
+    assert cli.main(args) == 0
+    assert "1 threads, cpu clock" in capsys.readouterr().out
+    assert "sdpa + rbf" in md.read_text()
+    assert {r["variant"] for r in json.loads(js.read_text())} == {
+        "sdpa, no bias (baseline)",
+        "sdpa + rbf",
+    }
