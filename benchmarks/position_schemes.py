@@ -1,60 +1,164 @@
 """Pretraining experiment: every position scheme on Penn Treebank, same budget, then
 length extrapolation and translation invariance over training.
 
-    python benchmarks/position_schemes.py                       # the default budget
+    python benchmarks/position_schemes.py                       # the default comparison
     python benchmarks/position_schemes.py --max-steps 4000 --output-dir runs/ps-4000
+    python benchmarks/position_schemes.py --arch gpt2 --max-steps 1000 \\
+        --output-dir runs/ps-causal                             # causal LM (next-token loss)
 
-For each ``--positions`` scheme this trains the small ALBERT (hidden 256, 4 layers) at
-length 128 with the same seed, steps and batch (``tisa pretrain``; a finished run is
-reused, an interrupted one resumed), then scores every run at ``--lengths`` on the Penn
-Treebank test set with the same masks (``tisa extrapolate``), and writes ``summary.md`` /
-``summary.json``: validation loss at 128, loss at each length, tokens/s against the
-absolute run, positional parameter counts, and the translation invariance of the
-absolute run's P Pᵀ and layer-1 F_P at every checkpoint with its Spearman correlation to
-the validation loss; and ``report.html`` with that table, the validation-loss curves, the
-extrapolation plot, TI over training and the learned f_h of the TISA run.
+Each ``--positions`` entry is one run: a position scheme (``tisa``), or
+``LABEL=SCHEME:KEY=VALUE:...`` where each KEY is a ``tisa pretrain`` setting
+(``tisa_learning_rate``, ``num_kernels``, ``mixed_lengths``, ...; tuples comma-separated)
+or an option of the scheme's scoring family (``learn_tail=false``)::
+
+    --positions absolute tisa rbf_linear rbf_linear-fixed=rbf_linear:learn_tail=false
+
+Every run trains the small model (hidden 256, 4 layers) at ``--seq-len`` with the same
+seed, steps, batch, tokenizer, data order and masks (``tisa pretrain``; a finished run is
+reused, an interrupted one resumed), then is scored at ``--lengths`` on the Penn Treebank
+test set with the same masks (``tisa extrapolate``). ``--eval-variants
+LABEL=RUN:KEY=VALUE:...`` adds evaluations of a trained run with changed scoring options
+(``tisa-far127=tisa:far_offset=127``: the far-field ramp, no retraining).
+
+Outputs: ``summary.md`` / ``summary.json`` (validation loss, test loss at each length and
+its rise over the training length, tokens/s against the absolute run, positional
+parameters, how far the scoring parameters moved, issue targets, and the translation
+invariance of the absolute run at every checkpoint: TI over all entries and off the
+diagonal, each with matched nulls, and Spearman's rho against the validation loss) and
+``report.html`` (the table, validation curves, the extrapolation plot, TI over training
+and the learned f_h of every scoring run drawn out to the longest length).
+
+``--train-only`` trains the runs it is given and stops: start two of these on disjoint
+runs (one thread each), then one run without it for the evaluation and the summary.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
+import typing
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tisa.analysis.training import TrainingTI
 
-DEFAULT_POSITIONS = ("absolute", "tisa", "absolute+tisa", "alibi", "t5", "none")
+DEFAULT_POSITIONS = (
+    "absolute",
+    "none",
+    "tisa",
+    "absolute+tisa",
+    "alibi",
+    "t5",
+    "kerple_log",
+    "rbf_log",
+    "rbf_linear",
+    "rbf_linear-fixed=rbf_linear:learn_tail=false",
+    "rbf_logdist",
+)
+DEFAULT_VARIANTS = ("tisa-far127=tisa:far_offset=127",)
+#: TI series of the absolute run over training (ti.jsonl keys).
+TI_SERIES = ("ti_gram", "ti_fp_raw", "ti_gram_offdiag", "ti_cos_offdiag", "ti_fp_raw_offdiag")
+#: Settings a finished run must share with the request to be reused.
+MUST_MATCH = (
+    "position",
+    "arch",
+    "max_steps",
+    "seq_len",
+    "batch_size",
+    "seed",
+    "bf16",
+    "tisa_learning_rate",
+    "scoring_options",
+    "num_kernels",
+    "mixed_lengths",
+    "mixed_share",
+    "size",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One run of the comparison: its label (folder name), scheme, settings, options."""
+
+    label: str
+    position: str
+    settings: dict[str, Any]
+    scoring_options: tuple[str, ...]
+
+
+def parse_spec(text: str) -> RunSpec:
+    """``LABEL=SCHEME:KEY=VALUE:...`` (or a bare scheme) -> :class:`RunSpec`.
+
+    Raises:
+        ValueError: an empty label or scheme, or a malformed KEY=VALUE.
+    """
+    from tisa.train.pretrain_config import PretrainConfig, parse_options
+
+    head, *items = text.split(":")
+    label, sep, position = head.partition("=")
+    if not sep:
+        label = position = head
+    if not label or not position or "/" in label:
+        raise ValueError(f"--positions: expected LABEL=SCHEME[:KEY=VALUE...], got {text!r}")
+    hints = typing.get_type_hints(PretrainConfig)
+    fields = {f.name for f in dataclasses.fields(PretrainConfig)}
+    settings: dict[str, Any] = {}
+    scoring: list[str] = []
+    for key, value in parse_options(items, f"--positions {label}").items():
+        if key in fields:
+            if typing.get_origin(hints[key]) is tuple or "tuple" in str(hints[key]):
+                parts = str(value).split(",")
+                value = tuple(int(p) if p.strip().isdigit() else p for p in parts)
+            settings[key] = value
+        else:
+            raw = next(i for i in items if i.partition("=")[0].strip() == key)
+            scoring.append(raw)
+    return RunSpec(label, position, settings, tuple(scoring))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--positions", nargs="+", default=list(DEFAULT_POSITIONS))
+    parser.add_argument("--eval-variants", nargs="*", default=list(DEFAULT_VARIANTS))
     parser.add_argument("--output-dir", type=Path, default=Path("runs/position-schemes"))
+    parser.add_argument("--arch", choices=("albert", "gpt2"), default="albert")
     parser.add_argument("--max-steps", type=int, default=2500)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--save-steps", type=int, default=250)
-    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024, 2048])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--size", default="small", help="model size (tiny: smoke runs)")
+    parser.add_argument(
+        "--max-tokens", type=int, default=65536, help="test tokens scored per run and length"
+    )
+    parser.add_argument("--tisa-learning-rate", type=float, default=None)
     parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--train-only", action="store_true")
     args = parser.parse_args(argv)
 
-    from tisa.analysis.training import read_ti_log
     from tisa.checkpoints import run_status
-    from tisa.evaluation.extrapolation import extrapolate
-    from tisa.files import read_jsonl, write_atomic, write_json
     from tisa.train.pretrain import PretrainConfig, pretrain_or_reuse
 
+    try:
+        specs = [parse_spec(s) for s in args.positions]
+    except ValueError as err:
+        raise SystemExit(str(err)) from err
+    labels = [s.label for s in specs]
+    if len(set(labels)) != len(labels):
+        raise SystemExit(f"--positions: labels must be distinct, got {labels}")
+
     runs: dict[str, Path] = {}
-    for position in args.positions:
-        config = PretrainConfig(
-            output_dir=str(args.output_dir / position),
-            position=position,
-            size="small",
+    for spec in specs:
+        settings = dict(
+            output_dir=str(args.output_dir / spec.label),
+            position=spec.position,
+            arch=args.arch,
+            size=args.size,
             seq_len=args.seq_len,
             max_steps=args.max_steps,
             batch_size=args.batch_size,
@@ -63,133 +167,311 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             bf16=args.bf16,
             progress=False,
+            scoring_options=spec.scoring_options,
         )
+        if args.tisa_learning_rate is not None:
+            settings["tisa_learning_rate"] = args.tisa_learning_rate
+        if spec.position in ("absolute", "absolute+tisa"):  # TI at every checkpoint, kept
+            settings["save_total_limit"] = args.max_steps // args.save_steps + 1
+        settings.update(spec.settings)
+        try:
+            config = PretrainConfig(**settings)
+        except (TypeError, ValueError) as err:
+            raise SystemExit(f"--positions {spec.label}: {err}") from err
         action = run_status(config.output_dir, finished="model").action
-        print(f"== pretraining {position}: {action}", flush=True)
-        try:  # a finished run is reused (if trained with this budget), a broken one resumed
-            runs[position] = pretrain_or_reuse(config, must_match=("max_steps", "seq_len"))
+        print(f"== pretraining {spec.label}: {action}", flush=True)
+        try:  # a finished run is reused (if trained with these settings), a broken one resumed
+            must = MUST_MATCH + tuple(k for k in spec.settings if k not in MUST_MATCH)
+            runs[spec.label] = pretrain_or_reuse(config, must_match=must)
         except ValueError as err:
             raise SystemExit(str(err)) from err
+    if args.train_only:
+        return 0
 
-    results = extrapolate(
-        list(runs.values()), args.lengths, output_dir=args.output_dir / "extrapolation"
-    )
+    from tisa.files import write_atomic, write_json
 
-    summary = {"settings": vars(args) | {"output_dir": str(args.output_dir)}, "runs": {}}
-    for position, run_dir in runs.items():
-        facts = json.loads((run_dir / "pretrain_config.json").read_text())
-        metrics = read_jsonl(run_dir / "metrics.jsonl")
-        evals = [r["eval_loss"] for r in metrics if r.get("eval_loss") is not None]
-        speeds = [r["tokens_per_s"] for r in metrics if r.get("tokens_per_s")]
-        summary["runs"][position] = {
-            "final_validation_loss": evals[-1] if evals else None,
-            "validation_curve": {
-                "steps": [r["step"] for r in metrics if r.get("eval_loss") is not None],
-                "eval_loss": evals,
-            },
-            "tokens_per_s": statistics.median(speeds) if speeds else None,
-            "positional_parameters": facts["positional_parameters"],
-            "num_parameters": facts["num_parameters"],
-            "test_loss": {
-                n: results.row(run_dir.name, n).loss
-                if results.row(run_dir.name, n).status == "ok"
-                else None
-                for n in args.lengths
-            },
-        }
-    ti_path = runs.get("absolute", Path("-")) / "ti.jsonl"
-    training = None
-    if ti_path.is_file():
-        training = read_ti_log(ti_path, evaluated_only=True)
-        curve = {
-            "steps": list(training.steps),
-            "eval_loss": list(training.eval_loss),
-            "ti_gram": list(training.ti_gram),
-            "ti_fp_raw": list(training.ti_fp_raw),
-        }
-        if len(training.steps) >= 3:
-            for key in ("ti_gram", "ti_fp_raw"):
-                rho = training.spearman[f"{key}_vs_eval_loss"]  # None: a constant series
-                curve[f"spearman_{key}_vs_eval_loss"] = None if rho is None else rho.rho
-                curve[f"spearman_{key}_vs_eval_loss_p"] = None if rho is None else rho.pvalue
-        summary["ti_over_training"] = curve
-
+    summary = _summarise(runs, args)
     write_json(args.output_dir / "summary.json", summary)
     md = _markdown(summary, args.lengths)
     write_atomic(args.output_dir / "summary.md", md)
-    report = _report(summary, runs, training, args)
+    report = _report(summary, runs, args)
     print(md)
     print(f"report: {report}")
     return 0
 
 
-def _report(
-    summary: dict, runs: dict[str, Path], training: TrainingTI | None, args: argparse.Namespace
-) -> Path:
+# ----------------------------------------------------------------------------- summary
+
+
+def _summarise(runs: dict[str, Path], args: argparse.Namespace) -> dict[str, Any]:
+    """Extrapolation of every run and variant, and the facts of each run, as plain data."""
+    from tisa.evaluation.extrapolation import extrapolate
+    from tisa.files import read_jsonl
+
+    results = extrapolate(
+        list(runs.values()),
+        args.lengths,
+        max_tokens=args.max_tokens,
+        output_dir=args.output_dir / "extrapolation",
+    )
+    test_loss = {label: _losses(results, label, args.lengths) for label in runs}
+    variants: dict[str, dict[str, Any]] = {}
+    for text in args.eval_variants:
+        label, _, rest = text.partition("=")
+        base, *options = rest.split(":")
+        if base not in runs:
+            print(f"== variant {label}: run {base!r} is not in --positions, skipped")
+            continue
+        out = extrapolate(
+            [runs[base]],
+            args.lengths,
+            scoring_options=tuple(options),
+            max_tokens=args.max_tokens,
+            output_dir=args.output_dir / f"extrapolation-{label}",
+        )
+        variants[label] = {"run": base, "scoring_options": options}
+        test_loss[label] = _losses(out, runs[base].name, args.lengths)
+
+    summary: dict[str, Any] = {
+        "settings": vars(args) | {"output_dir": str(args.output_dir)},
+        "runs": {},
+        "variants": variants,
+    }
+    for label, run_dir in runs.items():
+        facts = json.loads((run_dir / "pretrain_config.json").read_text())
+        done = json.loads((run_dir / "results.json").read_text())
+        metrics = read_jsonl(run_dir / "metrics.jsonl")
+        evals = [r for r in metrics if r.get("eval_loss") is not None]
+        speeds = [r["tokens_per_s"] for r in metrics if r.get("tokens_per_s")]
+        config = facts["config"]
+        summary["runs"][label] = {
+            "position": config["position"],
+            "scoring_options": config.get("scoring_options", []),
+            "tisa_learning_rate": config.get("tisa_learning_rate"),
+            "mixed_lengths": config.get("mixed_lengths"),
+            "final_validation_loss": evals[-1]["eval_loss"] if evals else None,
+            "validation_curve": {
+                "steps": [r["step"] for r in evals],
+                "eval_loss": [r["eval_loss"] for r in evals],
+            },
+            "tokens_per_s": statistics.median(speeds) if speeds else None,
+            "positional_parameters": facts["positional_parameters"],
+            "num_parameters": facts["num_parameters"],
+            "scoring_movement": done.get("scoring_movement"),
+            "test_loss": test_loss[label],
+        }
+    for label, variant in variants.items():
+        base = summary["runs"][variant["run"]]
+        summary["runs"][label] = dict(
+            base, test_loss=test_loss[label], variant_of=variant["run"], validation_curve=None
+        )
+    summary["targets"] = _targets(summary["runs"], args.lengths)
+    absolute = runs.get("absolute")
+    if absolute is not None and (absolute / "ti.jsonl").is_file():
+        summary["ti_over_training"] = _ti_curve(absolute / "ti.jsonl")
+    return summary
+
+
+def _losses(results, label: str, lengths: list[int]) -> dict[int, float | None]:
+    rows = {n: results.row(label, n) for n in lengths}
+    return {n: r.loss if r.status == "ok" else None for n, r in rows.items()}
+
+
+def _targets(runs: dict[str, dict], lengths: list[int]) -> dict[str, dict[str, Any]]:
+    """Issue 13's targets per run: within 3% of its own training-length loss at 8x and 5%
+    at 16x, at or below ALiBi at every length, at or below the RBF scorer (``tisa``) at the
+    training length, under 1% of the absolute table's positional parameters."""
+    first = lengths[0]
+    alibi = (runs.get("alibi") or {}).get("test_loss", {})
+    rbf = (runs.get("tisa") or {}).get("test_loss", {}).get(first)
+    table = ((runs.get("absolute") or {}).get("positional_parameters") or {}).get("total")
+    out = {}
+    for label, r in runs.items():
+        loss = r["test_loss"]
+        if loss.get(first) is None:
+            continue
+
+        def rise(n: int) -> float | None:
+            return None if loss.get(n) is None else loss[n] / loss[first] - 1.0
+
+        checks: dict[str, Any] = {
+            "rise_8x": rise(first * 8),
+            "rise_16x": rise(first * 16),
+        }
+        checks["within_3pct_8x"] = checks["rise_8x"] is not None and checks["rise_8x"] <= 0.03
+        checks["within_5pct_16x"] = checks["rise_16x"] is not None and checks["rise_16x"] <= 0.05
+        checks["at_or_below_alibi"] = bool(alibi) and all(
+            loss.get(n) is not None and alibi.get(n) is not None and loss[n] <= alibi[n]
+            for n in lengths
+        )
+        checks["at_or_below_rbf_at_train_length"] = rbf is not None and loss[first] <= rbf
+        params = r["positional_parameters"]["total"]
+        checks["under_1pct_of_table"] = table is not None and params < 0.01 * table
+        checks["all"] = all(v for k, v in checks.items() if not k.startswith("rise"))
+        out[label] = checks
+    return out
+
+
+def _ti_curve(path: Path) -> dict[str, Any]:
+    """TI of the absolute run at every checkpoint, with nulls and Spearman's rho."""
+    from tisa.analysis.training import spearman
+    from tisa.files import read_jsonl
+
+    rows = [r for r in read_jsonl(path) if r.get("eval_loss") is not None]
+    curve: dict[str, Any] = {
+        "steps": [r["step"] for r in rows],
+        "eval_loss": [r["eval_loss"] for r in rows],
+    }
+    for key in TI_SERIES:
+        curve[key] = [r.get(key) for r in rows]
+        rho = spearman(curve[key], curve["eval_loss"])  # None with < 3 known values
+        curve[f"spearman_{key}_vs_eval_loss"] = None if rho is None else rho.rho
+        curve[f"spearman_{key}_vs_eval_loss_p"] = None if rho is None else rho.pvalue
+    curve["nulls"] = [r.get("nulls") for r in rows]
+    return curve
+
+
+# ----------------------------------------------------------------------------- outputs
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _markdown(summary: dict, lengths: list[int]) -> str:
+    from tisa.reports.markdown import markdown_table
+
+    runs = summary["runs"]
+    base_speed = (runs.get("absolute") or {}).get("tokens_per_s")
+    first = lengths[0]
+    rows = []
+    for name, r in runs.items():
+        loss = r["test_loss"]
+        cells = [_fmt(loss[n]) for n in lengths]
+        rises = [
+            "n/a" if loss[n] is None or loss[first] is None else f"{loss[n] / loss[first] - 1:+.1%}"
+            for n in lengths[-2:]
+        ]
+        speed = ""
+        if base_speed and r["tokens_per_s"] and not r.get("variant_of"):
+            speed = f"{r['tokens_per_s'] / base_speed:.2f}x"
+        val = "" if r.get("variant_of") else _fmt(r["final_validation_loss"])
+        rows.append([name, val, *cells, *rises, speed, f"{r['positional_parameters']['total']:,}"])
+    columns = [
+        "run",
+        f"val. loss ({summary['settings']['seq_len']})",
+        *(f"test @{n}" for n in lengths),
+        *(f"rise @{n}" for n in lengths[-2:]),
+        "tokens/s vs absolute",
+        "positional params",
+    ]
+    out = markdown_table(columns, rows, align="l" + "r" * (len(columns) - 1))
+    targets = summary.get("targets") or {}
+    if targets:
+        out += "\nTargets (issue 13) met per run: "
+        out += ", ".join(
+            f"{k}: {'all' if t['all'] else ' '.join(n for n, v in t.items() if v is True) or '-'}"
+            for k, t in targets.items()
+        )
+        out += "\n"
+    curve = summary.get("ti_over_training")
+    if curve:
+        out += "\nTranslation invariance of the absolute run over training "
+        out += "(off-diagonal TI with the random-direction and shuffled nulls: mean, z):\n\n"
+        rows = []
+        for i, step in enumerate(curve["steps"]):
+            nulls = curve["nulls"][i] or {}
+            row = [step, _fmt(curve["eval_loss"][i]), _fmt(curve["ti_gram"][i])]
+            row += [_fmt(curve["ti_fp_raw"][i])]
+            for key in ("gram_offdiag", "fp_raw_offdiag"):
+                series = f"ti_{key}"
+                n = nulls.get(key) or {}
+                rnd, shf = n.get("random") or {}, n.get("shuffled") or {}
+                row.append(_fmt(curve[series][i]))
+                row.append(f"{_fmt(rnd.get('mean'))} / {_fmt(shf.get('mean'))}")
+                row.append(f"{_fmt(rnd.get('z'), 1)} / {_fmt(shf.get('z'), 1)}")
+            rows.append(row)
+        out += markdown_table(
+            [
+                "step",
+                "val. loss",
+                "TI(P Pᵀ)",
+                "TI(F_P)",
+                "TI(P Pᵀ) off-diag.",
+                "nulls: random / shuffled",
+                "z",
+                "TI(F_P) off-diag.",
+                "nulls: random / shuffled",
+                "z",
+            ],
+            rows,
+            align="r" * 10,
+        )
+        for key in TI_SERIES:
+            rho = curve.get(f"spearman_{key}_vs_eval_loss")
+            if rho is not None:
+                p = curve[f"spearman_{key}_vs_eval_loss_p"]
+                out += f"\nSpearman ρ({key}, val. loss) = {rho:.3f} (p = {p:.3g})"
+        out += "\n"
+    return out
+
+
+def _report(summary: dict, runs: dict[str, Path], args: argparse.Namespace) -> Path:
     """report.html: the summary table, loss curves, extrapolation, TI over training and
-    the learned f_h of the TISA run."""
-    from tisa.analysis.extract import scoring_profiles, tisa_scorers
-    from tisa.analysis.loading import load_model
-    from tisa.reports.charts import scoring_curves
-    from tisa.reports.figures import figure_png
+    the learned f_h of every run with scoring functions."""
     from tisa.reports.html import Image, Section, Table, write_report
-    from tisa.reports.training import loss_curves_section, ti_over_training_section
+    from tisa.reports.training import loss_curves_section
 
     lengths = args.lengths
-    rows = []
-    for name, r in summary["runs"].items():
-        p = r["positional_parameters"]
-        rows.append(
-            [name, r["final_validation_loss"], *(r["test_loss"][n] for n in lengths)]
-            + [p.get("total", p) if isinstance(p, dict) else p]
-        )
+    rows = [
+        [name, r["final_validation_loss"], *(r["test_loss"][n] for n in lengths)]
+        + [r["positional_parameters"]["total"]]
+        for name, r in summary["runs"].items()
+    ]
+    objective = "next-token" if args.arch == "gpt2" else "masked-LM"
     table = Table(
-        ["position", "val. loss (128)", *(f"test loss @{n}" for n in lengths), "positional params"],
+        ["run", "val. loss", *(f"test loss @{n}" for n in lengths), "positional params"],
         rows,
-        caption="Masked-LM loss in nats per masked token (lower is better); empty: the "
-        "absolute table cannot represent that length.",
+        caption=f"{objective} loss in nats per token (lower is better); empty: the absolute "
+        "table cannot represent that length.",
     )
     curves = {
         name: (r["validation_curve"]["steps"], r["validation_curve"]["eval_loss"])
         for name, r in summary["runs"].items()
+        if r.get("validation_curve")
     }
+    model = "GPT-2 decoder" if args.arch == "gpt2" else "ALBERT"
     sections = [
         loss_curves_section(
             "Training",
             curves,
             paragraphs=[
-                f"Small ALBERT, length {args.seq_len}, batch {args.batch_size}, "
-                f"{args.max_steps} steps, seed {args.seed}, Penn Treebank; the same data "
-                "and masks for every scheme."
+                f"{args.size.capitalize()} {model}, length {args.seq_len}, "
+                f"batch {args.batch_size}, {args.max_steps} steps, seed {args.seed}, "
+                "Penn Treebank; the same data and masks for every scheme."
             ],
-            caption="Validation loss at length 128 during training.",
+            caption=f"Validation loss at length {args.seq_len} during training.",
         ),
         Section(
             "Length extrapolation",
             figures=[
                 Image(
                     args.output_dir / "extrapolation" / "extrapolation.png",
-                    "Test loss at each evaluation length, same masks for every run.",
+                    "Test loss at each evaluation length, same text for every run.",
                 )
             ],
         ),
     ]
+    training = _training_ti(runs)
     if training is not None:
+        from tisa.reports.training import ti_over_training_section
+
         sections.append(
             ti_over_training_section(
                 training, heading="Translation invariance of the absolute run over training"
             )
         )
-    if "tisa" in runs:
-        model, _ = load_model(runs["tisa"] / "model", tokenizer=False)
-        prof = scoring_profiles(tisa_scorers(model), max_offset=32)
-        fig = scoring_curves(prof.offsets, prof.values, layers=prof.layers)
-        sections.append(
-            Section(
-                "Learned scoring functions of the TISA run",
-                figures=[Image(figure_png(fig), "f_h(k) of every layer and head.")],
-            )
-        )
+    sections.extend(_learned_functions(runs, max(lengths)))
     return write_report(
         args.output_dir / "report.html",
         "Position schemes on Penn Treebank",
@@ -198,44 +480,41 @@ def _report(
     )
 
 
-def _markdown(summary: dict, lengths: list[int]) -> str:
-    from tisa.reports.markdown import markdown_table
+def _training_ti(runs: dict[str, Path]) -> TrainingTI | None:
+    from tisa.analysis.training import read_ti_log
 
-    runs = summary["runs"]
-    base_speed = (runs.get("absolute") or {}).get("tokens_per_s")
-    rows = []
-    for name, r in runs.items():
-        losses = [
-            "n/a" if r["test_loss"][n] is None else f"{r['test_loss'][n]:.3f}" for n in lengths
-        ]
-        speed = f"{r['tokens_per_s'] / base_speed:.2f}x" if base_speed and r["tokens_per_s"] else ""
-        p = r["positional_parameters"]
-        params = p.get("total", p) if isinstance(p, dict) else p
-        val = "" if r["final_validation_loss"] is None else f"{r['final_validation_loss']:.3f}"
-        rows.append([name, val, *losses, speed, f"{params:,}"])
-    columns = ["position", "val. loss (128)", *(f"test loss @{n}" for n in lengths)]
-    columns += ["tokens/s vs absolute", "positional params"]
-    out = markdown_table(columns, rows, align="l" + "r" * (len(columns) - 1))
-    curve = summary.get("ti_over_training")
-    if curve:
-        out += "\nTranslation invariance of the absolute run over training:\n\n"
-        rows = [
-            [s, f"{loss:.3f}", f"{g:.3f}", f"{f:.3f}"]
-            for s, loss, g, f in zip(
-                curve["steps"], curve["eval_loss"], curve["ti_gram"], curve["ti_fp_raw"]
-            )
-        ]
-        out += markdown_table(
-            ["step", "val. loss", "TI(P Pᵀ)", "TI(layer-1 F_P)"], rows, align="rrrr"
-        )
-        for key in ("ti_gram", "ti_fp_raw"):
-            if curve.get(f"spearman_{key}_vs_eval_loss") is not None:
-                out += (
-                    f"\nSpearman ρ({key}, val. loss) = {curve[f'spearman_{key}_vs_eval_loss']:.3f}"
-                    f" (p = {curve[f'spearman_{key}_vs_eval_loss_p']:.3g})"
-                )
-        out += "\n"
-    return out
+    path = runs.get("absolute", Path("-")) / "ti.jsonl"
+    return read_ti_log(path, evaluated_only=True) if path.is_file() else None
+
+
+def _learned_functions(runs: dict[str, Path], max_offset: int) -> list:
+    """One section per run with scoring functions: f_h(k) of every layer for |k| up to
+    ``max_offset`` (the longest evaluation length), and a close-up of |k| <= 32."""
+    import torch
+
+    from tisa.analysis.extract import tisa_scorers
+    from tisa.analysis.loading import load_model
+    from tisa.reports.charts import scoring_curves
+    from tisa.reports.figures import figure_png
+    from tisa.reports.html import Image, Section
+
+    sections = []
+    for label, run_dir in runs.items():
+        model, _ = load_model(run_dir / "model", tokenizer=False)
+        scorers = tisa_scorers(model)
+        if not scorers:
+            continue
+        figures = []
+        for reach in (max_offset, 32):
+            k = torch.arange(-reach, reach + 1)
+            with torch.no_grad():
+                values = torch.stack([s(k).float() for _, s in scorers])  # (layers, H, 2K+1)
+            fig = scoring_curves(k, values, layers=[layer for layer, _ in scorers])
+            caption = f"f_h(k) of every layer and head, |k| <= {reach}."
+            figures.append(Image(figure_png(fig), caption))
+        family = getattr(scorers[0][1], "family", "")
+        sections.append(Section(f"Learned scoring functions: {label} ({family})", figures=figures))
+    return sections
 
 
 if __name__ == "__main__":

@@ -549,17 +549,20 @@ def test_flex_compiles_with_the_vector_width_in_the_cache_key(monkeypatch):
 
     from tisa import attention as attention_module
 
-    monkeypatch.setattr(inductor_config.cpp, "simdlen", None)
-    with attention_module._cpu_isa_config(True):
-        assert inductor_config.cpp.simdlen == pick_vec_isa().bit_width()
-    assert inductor_config.cpp.simdlen is None
-    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
-    if any(isa.bit_width() == 256 for isa in valid_vec_isa_list()):
+    # inductor_config.patch, not monkeypatch: undoing a monkeypatch deletes the setting
+    # (a deleted inductor setting is hidden, and reading it then raises)
+    with inductor_config.patch({"cpp.simdlen": None}):
         with attention_module._cpu_isa_config(True):
-            assert inductor_config.cpp.simdlen == 256
-    monkeypatch.setattr(inductor_config.cpp, "simdlen", 512)  # the user's own choice stays
-    with attention_module._cpu_isa_config(True):
-        assert inductor_config.cpp.simdlen == 512
+            assert inductor_config.cpp.simdlen == pick_vec_isa().bit_width()
+        assert inductor_config.cpp.simdlen is None
+        monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+        if any(isa.bit_width() == 256 for isa in valid_vec_isa_list()):
+            with attention_module._cpu_isa_config(True):
+                assert inductor_config.cpp.simdlen == 256
+    with inductor_config.patch({"cpp.simdlen": 512}):  # the user's own choice stays
+        with attention_module._cpu_isa_config(True):
+            assert inductor_config.cpp.simdlen == 512
+    assert inductor_config.cpp.simdlen is None
 
 
 @pytest.mark.parametrize("masked", [False, True])

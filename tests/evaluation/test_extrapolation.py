@@ -108,3 +108,85 @@ def test_bad_input(runs, tmp_path, capsys):
 
     assert main(["extrapolate", str(tmp_path / "missing"), "--lengths", "16"]) == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_causal_runs_score_next_tokens_at_each_length(runs, tmp_path):
+    """A GPT-2 run: next-token loss (L - 1 predictions per block), n/a beyond wpe, any file."""
+    import torch
+
+    from tisa.data.mlm import build_blocks, token_stream
+    from tisa.data.tokenizer import load_tokenizer
+    from tisa.train.causal_lm import load_causal_lm
+
+    root, absolute, _ = runs
+    shared = str(absolute / "tokenizer")
+    settings = dict(TINY, arch="gpt2", tokenizer=shared)
+    causal = {
+        name: pretrain(PretrainConfig(output_dir=str(root / name), position=position, **settings))
+        for name, position in (("gpt2-abs", "absolute"), ("gpt2-alibi", "alibi"))
+    }
+    text = tmp_path / "notes.txt"
+    text.write_text("\n".join(f"line {i} of a plain text file with words" for i in range(300)))
+    results = extrapolate(
+        list(causal.values()), [16, 64], eval_file=text, max_tokens=640, output_dir=tmp_path
+    )
+    assert {info.objective for info in results.runs} == {"causal"}
+    assert results.row("gpt2-abs", 64).status == "n/a"  # wpe has 32 rows
+    row = results.row("gpt2-alibi", 64)
+    assert row.status == "ok" and row.blocks == 10 and row.masked_tokens == 10 * 63
+    # the loss is the token-weighted next-token cross-entropy of the plain blocks
+    tokenizer = load_tokenizer(shared)
+    blocks = build_blocks(
+        token_stream(text.read_text().splitlines(), tokenizer, progress=False),
+        tokenizer,
+        seq_len=64,
+        block_format="plain",
+        max_blocks=10,
+    )
+    model = load_causal_lm(causal["gpt2-alibi"] / "model")
+    ids = torch.as_tensor(blocks)
+    with torch.no_grad():
+        expected = model(input_ids=ids, labels=ids).loss
+    assert row.loss == pytest.approx(float(expected), rel=1e-5)
+    assert "Next-token loss" in (tmp_path / "extrapolation.md").read_text()
+
+
+def test_scoring_options_change_the_scorers_only_for_evaluation(runs, tmp_path):
+    root, absolute, tisa = runs
+    lengths = [16, 64]
+    plain = extrapolate([tisa], lengths, max_tokens=2048, output_dir=None, progress=False)
+    ramp = extrapolate(
+        [tisa],
+        lengths,
+        max_tokens=2048,
+        scoring_options=("far_offset=15", "far_slope=2.0"),
+        output_dir=None,
+        progress=False,
+    )
+    # offsets within the training length are untouched; beyond it the ramp acts
+    assert ramp.row("tisa", 16).loss == pytest.approx(plain.row("tisa", 16).loss, rel=1e-6)
+    assert ramp.row("tisa", 64).loss != plain.row("tisa", 64).loss
+    import torch
+
+    from tisa.evaluation.extrapolation import with_scoring_options
+    from tisa.hf import iter_scorers
+    from tisa.train.masked_lm import load_masked_lm
+
+    model = load_masked_lm(tisa / "model")
+    k = torch.arange(-40, 41)
+    with torch.no_grad():
+        before = [s(k) for _, s in iter_scorers(model)]
+        with_scoring_options(model, {"far_offset": 15, "far_slope": 2.0})
+        after = [s(k) for _, s in iter_scorers(model)]
+    ramp_values = -2.0 * (k.abs() - 15).clamp(min=0)
+    for b, a in zip(before, after, strict=True):
+        torch.testing.assert_close(a, b + ramp_values)
+    assert model.config.tisa["scoring"]["far_offset"] == 15
+    with pytest.raises(ValueError, match="no TISA scoring functions"):
+        extrapolate([absolute], [16], scoring_options=("far_offset=15",), output_dir=None)
+    with pytest.raises(ValueError, match="change the learned parameters"):
+        extrapolate([tisa], [16], scoring_options=("num_kernels=2",), output_dir=None)
+    with pytest.raises(ValueError, match="unknown option"):
+        extrapolate([tisa], [16], scoring_options=("tail=log",), output_dir=None)
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        ExtrapolateConfig(runs=(str(tisa),), scoring_options=("far_offset",))

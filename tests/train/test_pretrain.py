@@ -304,3 +304,118 @@ def test_tensorboard_logs_go_to_the_run_folder(tmp_path):
     (callback,) = _tensorboard_callbacks(config, tmp_path)
     assert Path(callback.logging_dir).parent == tmp_path / "runs"
     assert _tensorboard_callbacks(dataclasses.replace(config, tensorboard=False), tmp_path) == []
+
+
+# ----------------------------------------------------------------------------- options
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"tisa_learning_rate": 0.0}, "tisa_learning_rate"),
+        ({"position": "tisa", "scoring_options": ("sharpness",)}, "KEY=VALUE"),
+        ({"position": "tisa", "scoring_options": ("tail_scale=2",)}, "tail_scale"),
+        ({"position": "absolute", "scoring_options": ("far_offset=8",)}, "no scoring function"),
+        ({"position": "rbf_log", "scoring_options": ("num_kernels=3",)}, "--num-kernels"),
+        ({"position": "tisa", "mixed_lengths": (300,)}, "divide"),
+        ({"position": "tisa", "mixed_lengths": (128,)}, "longer than seq_len"),
+        ({"position": "absolute", "mixed_lengths": (1024,)}, "longest of mixed_lengths"),
+        ({"arch": "gpt2", "block_format": "cls_sep"}, "plain"),
+    ],
+)
+def test_config_rejects_bad_options(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        PretrainConfig(output_dir="run", **kwargs)
+
+
+def test_config_parses_scoring_options_and_block_format():
+    config = PretrainConfig(
+        output_dir="run",
+        position="rbf_linear",
+        scoring_options=["learn_tail=false", "far_offset=127", "far_slope=0.5"],
+    )
+    assert config.scoring_options_dict() == {
+        "learn_tail": False,
+        "far_offset": 127,
+        "far_slope": 0.5,
+    }
+    assert config.block_format == "cls_sep" and not config.causal
+    causal = PretrainConfig(output_dir="run", arch="gpt2")
+    assert causal.block_format == "plain" and causal.causal
+    assert json.loads(json.dumps(config.to_dict()))["scoring_options"][0] == "learn_tail=false"
+
+
+class _Groups(__import__("transformers").TrainerCallback):
+    """Records the optimiser's parameter groups when training begins."""
+
+    def on_train_begin(self, args, state, control, optimizer=None, model=None, **kwargs):
+        names = {id(p): n for n, p in model.named_parameters()}
+        self.groups = [
+            {
+                "lr": g["lr"],
+                "initial_lr": g.get("initial_lr", g["lr"]),
+                "weight_decay": g["weight_decay"],
+                "names": [names[id(p)] for p in g["params"]],
+            }
+            for g in optimizer.param_groups
+        ]
+
+
+def test_scoring_parameters_train_at_their_own_rate_over_mixed_lengths(tmp_path):
+    """tisa_learning_rate puts exactly the scoring parameters on that rate without weight
+    decay; results.json says how far they moved; mixed-length batches train."""
+    from tisa.hf import scoring_parameter_names
+
+    groups = _Groups()
+    run = tmp_path / "tisa"
+    config = PretrainConfig(
+        output_dir=str(run),
+        position="rbf_log",
+        num_kernels=3,
+        tisa_learning_rate=0.05,
+        mixed_lengths=(64,),
+        mixed_share=0.5,
+        max_steps=4,
+        save_steps=4,
+        eval_steps=4,
+        **TINY,
+    )
+    pretrain(config, callbacks=[groups])
+    tisa_groups = [g for g in groups.groups if g["initial_lr"] == 0.05]
+    assert len(tisa_groups) == 1 and tisa_groups[0]["weight_decay"] == 0.0
+    model = load_masked_lm(run / "model")
+    assert sorted(tisa_groups[0]["names"]) == sorted(scoring_parameter_names(model))
+    others = [g for g in groups.groups if g is not tisa_groups[0]]
+    assert all(g["initial_lr"] == config.learning_rate for g in others)
+    assert not any(n in scoring_parameter_names(model) for g in others for n in g["names"])
+    moved = json.loads((run / "results.json").read_text())["scoring_movement"]
+    assert set(moved) == {"amplitude", "sharpness", "offset", "raw_r1", "raw_r2"}
+    assert moved["offset"]["count"] == 3 * 2 * 2  # S x H x layers
+    assert all(m["mean_abs_change"] > 0 for m in moved.values())
+    facts = json.loads((run / "pretrain_config.json").read_text())
+    assert facts["positional_parameters"]["tisa"] == (3 * 3 + 2) * 2 * 2
+    assert facts["config"]["mixed_lengths"] == [64] and facts["tokens_per_step"] == 8 * 32
+    rows = read_jsonl(run / "metrics.jsonl")
+    assert [r["step"] for r in rows if "loss" in r] == [1, 2, 3, 4]
+
+
+def test_causal_lm_run(tmp_path):
+    """arch=gpt2: next-token loss on plain blocks, TI of its table on the causal triangle."""
+    import math
+
+    from tisa.train.causal_lm import load_causal_lm
+
+    run = tmp_path / "gpt2"
+    config = PretrainConfig(
+        output_dir=str(run), arch="gpt2", max_steps=4, save_steps=2, eval_steps=2, **TINY
+    )
+    pretrain(config)
+    results = json.loads((run / "results.json").read_text())
+    assert results["step"] == 4 and math.isfinite(results["eval_loss"])
+    assert results["eval_loss"] < math.log(600) + 0.5  # about uniform over the vocabulary
+    model = load_causal_lm(run / "model")
+    assert type(model).__name__ == "GPT2LMHeadModel"
+    rows = read_jsonl(run / "ti.jsonl")
+    assert [r["step"] for r in rows] == [2, 4]
+    assert all(0.0 <= r["ti_fp_raw_offdiag"] <= 1.0 for r in rows)
+    assert set(rows[0]["nulls"]) == {"gram_offdiag", "cos_offdiag", "fp_raw_offdiag"}

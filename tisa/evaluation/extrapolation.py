@@ -1,14 +1,23 @@
-"""Length extrapolation of masked LMs: ``tisa extrapolate``.
+"""Length extrapolation of masked and causal LMs: ``tisa extrapolate``.
 
     tisa extrapolate runs/absolute runs/tisa --lengths 128 256 512 1024 2048
+    tisa extrapolate runs/tisa --scoring-options far_offset=127     # the far-field ramp
+    tisa extrapolate runs/gpt2-alibi --eval-file notes.txt          # any text file
 
 For every run and evaluation length L the held-out text (Penn Treebank test by default,
-or ``--eval-file``) is tokenized with the run's own tokenizer, cut into blocks of L tokens
-in the run's block format (:mod:`tisa.data.mlm`) and masked with one seed for all runs
-and lengths (block i of a given text and length always gets the same mask). The masked-LM
-loss is the mean cross-entropy over all masked tokens (token-weighted, not averaged per
-batch); perplexity is its exponential. Each length uses the first ``max_tokens`` tokens of
-the text, so all lengths score the same text.
+or ``--eval-file``, any plain text file with one example per line) is tokenized with the
+run's own tokenizer and cut into blocks of L tokens in the run's block format
+(:mod:`tisa.data.mlm`). Masked LMs: the blocks are masked with one seed for all runs and
+lengths (block i of a given text and length always gets the same mask) and the loss is
+the mean cross-entropy over all masked tokens. Causal LMs (GPT-2, ``tisa pretrain --arch
+gpt2``): the loss is the mean next-token cross-entropy over the L - 1 predictions of every
+block (non-overlapping blocks, as in ALiBi's evaluation). Both are token-weighted, not
+averaged per batch; perplexity is their exponential. Each length uses the first
+``max_tokens`` tokens of the text, so all lengths score the same text.
+
+``--scoring-options KEY=VALUE ...`` changes options of every TISA scoring function before
+scoring (e.g. ``far_offset=127`` switches on the far-field ramp of the kernel families,
+:func:`tisa.scoring.far_ramp`): an evaluation-time change, the learned parameters stay.
 
 Lengths a model cannot represent, namely longer than its absolute position table, are
 reported as not applicable (``n/a``). A run whose forward pass fails at some length is
@@ -19,16 +28,13 @@ Outputs in ``--output-dir``: ``extrapolation.md`` (a table: runs x lengths, "los
 ``extrapolation.png`` (loss against length, one line per run, its training length marked).
 
 A RUN is a folder written by ``tisa pretrain`` (its ``model/`` is used, or its newest
-checkpoint when training has not finished) or any saved ALBERT/BERT masked-LM folder with
-its tokenizer.
+checkpoint when training has not finished) or any saved ALBERT/BERT masked-LM or GPT-2
+causal-LM folder with its tokenizer. The results are :mod:`tisa.evaluation.extrapolation_results`.
 """
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import hashlib
-import io
 import json
 import logging
 import math
@@ -36,9 +42,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from tisa._validate import check_int
+from tisa.evaluation.extrapolation_results import ExtrapolationResults, ExtrapolationRow, RunInfo
 from tisa.files import write_atomic, write_json
 
 __all__ = [
@@ -49,11 +56,11 @@ __all__ = [
     "extrapolate",
     "extrapolate_config",
     "resolve_run",
+    "with_scoring_options",
 ]
 
 logger = logging.getLogger(__name__)
 
-Status = Literal["ok", "n/a", "error"]
 DEFAULT_LENGTHS: tuple[int, ...] = (128, 256, 512, 1024, 2048)
 
 
@@ -67,7 +74,10 @@ class ExtrapolateConfig:
         eval_file: plain text file (one example per line); default Penn Treebank test.
         max_tokens: text tokens scored per run and length (the first ones of the text).
         mask_seed: seed of the evaluation masks (the same for all runs and lengths).
-        mlm_probability: share of positions masked.
+        mlm_probability: share of positions masked (masked LMs).
+        scoring_options: options of every TISA scoring function changed before scoring,
+            as KEY=VALUE (e.g. far_offset=127); options that would change the learned
+            parameters' shapes are refused.
         batch_tokens: tokens per forward pass (the batch is max(1, batch_tokens // L)).
         output_dir: folder for the table and plot; None writes nothing.
         device: torch device (cpu, cuda, ...); default: CUDA when available.
@@ -80,6 +90,7 @@ class ExtrapolateConfig:
     max_tokens: int = 65536
     mask_seed: int = 0
     mlm_probability: float = 0.15
+    scoring_options: tuple[str, ...] = field(default=(), metadata={"cli": {"metavar": "KEY=VALUE"}})
     batch_tokens: int = 16384
     output_dir: str | None = "runs/extrapolate"
     device: str | None = None
@@ -103,127 +114,10 @@ class ExtrapolateConfig:
             raise ValueError(f"mlm_probability must be in (0, 1), got {self.mlm_probability!r}")
         if self.eval_file is not None and not Path(self.eval_file).is_file():
             raise ValueError(f"eval_file: no such file: {self.eval_file!r}")
+        from tisa.train.pretrain_config import parse_options
 
-
-@dataclass(frozen=True)
-class RunInfo:
-    """Where a run's model lives and how it was trained.
-
-    Attributes:
-        label: short unique name used in tables and plots.
-        path: the folder given.
-        model_dir: the folder the model and tokenizer are loaded from.
-        train_seq_len: training length (None when unknown).
-        block_format: ``"cls_sep"`` or ``"plain"``.
-        position: position scheme (None when unknown).
-    """
-
-    label: str
-    path: str
-    model_dir: str
-    train_seq_len: int | None
-    block_format: str
-    position: str | None
-
-
-@dataclass(frozen=True)
-class ExtrapolationRow:
-    """The result of one run at one length.
-
-    Attributes:
-        run: the run's label.
-        length: evaluation length L.
-        status: ``"ok"``, ``"n/a"`` (the model cannot represent L) or ``"error"``.
-        loss: mean masked-LM cross-entropy (nats), None unless ok.
-        perplexity: exp(loss), None unless ok.
-        blocks: blocks scored.
-        masked_tokens: masked positions scored.
-        reason: why n/a or error.
-    """
-
-    run: str
-    length: int
-    status: Status
-    loss: float | None = None
-    perplexity: float | None = None
-    blocks: int = 0
-    masked_tokens: int = 0
-    reason: str | None = None
-
-    def cell(self) -> str:
-        """Table cell: ``"loss (ppl)"``, ``"n/a"`` or ``"error"``."""
-        if self.status != "ok" or self.loss is None or self.perplexity is None:
-            return self.status
-        return f"{self.loss:.3f} ({self.perplexity:.1f})"
-
-
-@dataclass(frozen=True)
-class ExtrapolationResults:
-    """All rows of an evaluation, with the runs and settings that produced them."""
-
-    config: ExtrapolateConfig
-    runs: tuple[RunInfo, ...]
-    rows: tuple[ExtrapolationRow, ...]
-
-    def row(self, run: str, length: int) -> ExtrapolationRow:
-        """The row of run label ``run`` at ``length``.
-
-        Raises:
-            KeyError: no such run label or length.
-        """
-        for r in self.rows:
-            if r.run == run and r.length == length:
-                return r
-        raise KeyError(f"no result for run {run!r} at length {length}")
-
-    @property
-    def has_errors(self) -> bool:
-        """True when some run failed at some length."""
-        return any(r.status == "error" for r in self.rows)
-
-    def to_markdown(self) -> str:
-        """Runs x lengths table of "loss (perplexity)" cells, n/a where not applicable."""
-        from tisa.reports.markdown import markdown_table
-
-        lengths = self.config.lengths
-        rows = [
-            [
-                info.label,
-                "?" if info.train_seq_len is None else info.train_seq_len,
-                *(self.row(info.label, n).cell() for n in lengths),
-            ]
-            for info in self.runs
-        ]
-        table = markdown_table(
-            ["run", "train length", *map(str, lengths)], rows, align="lr" + "r" * len(lengths)
-        )
-        text = "Masked-LM loss in nats (perplexity) by evaluation length.\n\n" + table
-        notes = [r for r in self.rows if r.reason]
-        if notes:
-            text += "\n" + "".join(
-                f"- {r.run} @ {r.length}: {r.status}, {r.reason}\n" for r in notes
-            )
-        return text
-
-    def to_csv(self) -> str:
-        """One line per run and length."""
-        fields = [f.name for f in dataclasses.fields(ExtrapolationRow)]
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=["path", *fields])
-        writer.writeheader()
-        paths = {info.label: info.path for info in self.runs}
-        for r in self.rows:
-            values = {k: ("" if v is None else v) for k, v in dataclasses.asdict(r).items()}
-            writer.writerow({"path": paths[r.run], **values})
-        return buf.getvalue()
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data: settings, runs and rows."""
-        return {
-            "config": dataclasses.asdict(self.config),
-            "runs": [dataclasses.asdict(info) for info in self.runs],
-            "rows": [dataclasses.asdict(r) for r in self.rows],
-        }
+        object.__setattr__(self, "scoring_options", tuple(self.scoring_options))
+        parse_options(self.scoring_options, "scoring_options")
 
 
 # ----------------------------------------------------------------------------- runs
@@ -236,6 +130,7 @@ def resolve_run(path: str | os.PathLike[str], label: str | None = None) -> RunIn
         ValueError: not a folder, or no model in it.
     """
     from tisa.checkpoints import latest_checkpoint
+    from tisa.train.causal_lm import is_causal_model_dir
 
     folder = Path(path)
     if not folder.is_dir():
@@ -257,13 +152,15 @@ def resolve_run(path: str | os.PathLike[str], label: str | None = None) -> RunIn
             settings = json.loads(saved.read_text()).get("config", {})
         except json.JSONDecodeError:
             settings = {}
+    causal = is_causal_model_dir(model_dir)
     return RunInfo(
         label=label or folder.resolve().name,
         path=str(path),
         model_dir=str(model_dir),
         train_seq_len=settings.get("seq_len"),
-        block_format=settings.get("block_format", "cls_sep"),
+        block_format=settings.get("block_format") or ("plain" if causal else "cls_sep"),
         position=settings.get("position"),
+        objective="causal" if causal else "masked",
     )
 
 
@@ -298,17 +195,55 @@ def _tokenizer_key(tokenizer) -> str:
 # ----------------------------------------------------------------------------- evaluation
 
 
-def _evaluate_length(model, blocks, tokenizer, config: ExtrapolateConfig, device) -> tuple:
-    """(loss, blocks, masked tokens) of ``model`` on (N, L) ``blocks``."""
+def with_scoring_options(model, options: dict[str, Any], *, label: str = "model"):
+    """Rebuilds every TISA scoring function of ``model`` with ``options`` changed, keeping
+    its learned parameters (in place; returns the model).
+
+    Raises:
+        ValueError: a model without TISA scoring functions, an option its family does not
+            take, or one that changes the parameters' shapes (e.g. ``num_kernels``).
+    """
+    from tisa.scoring import build
+
+    scorers = getattr(getattr(model, "base_model", model), "tisa_scorers", None)
+    if not options:
+        return model
+    if scorers is None or len(scorers) == 0:
+        raise ValueError(f"scoring_options: {label} has no TISA scoring functions to change")
+    for index, old in enumerate(scorers):
+        config = {**old.config(), **options}
+        new = build(**config)
+        try:
+            new.load_state_dict(old.state_dict())
+        except RuntimeError as err:
+            raise ValueError(
+                f"scoring_options {sorted(options)} change the learned parameters of {label}: "
+                f"{str(err).splitlines()[0]}"
+            ) from err
+        # where add_tisa put the scorers: the model's device and dtype
+        reference = next(model.parameters())
+        scorers[index] = new.to(device=reference.device, dtype=reference.dtype)
+    if getattr(model.config, "tisa", None) and model.config.tisa.get("scoring"):
+        model.config.tisa["scoring"] = scorers[0].config()
+    return model
+
+
+def _evaluate_length(model, blocks, tokenizer, config: ExtrapolateConfig, device, causal) -> tuple:
+    """(loss, blocks, scored tokens) of ``model`` on (N, L) ``blocks``."""
     import torch
     from tqdm.auto import tqdm
 
     from tisa.data.mlm import mask_blocks
+    from tisa.train.causal_lm import next_token_loss
     from tisa.train.masked_lm import masked_lm_forward
 
-    inputs, labels = mask_blocks(
-        blocks, tokenizer, seed=config.mask_seed, mlm_probability=config.mlm_probability
-    )
+    if causal:
+        inputs = torch.as_tensor(blocks, dtype=torch.long)
+        labels = None
+    else:
+        inputs, labels = mask_blocks(
+            blocks, tokenizer, seed=config.mask_seed, mlm_probability=config.mlm_probability
+        )
     length = inputs.shape[1]
     batch = max(1, config.batch_tokens // length)
     total, count = 0.0, 0
@@ -320,14 +255,17 @@ def _evaluate_length(model, blocks, tokenizer, config: ExtrapolateConfig, device
             leave=False,
         ):
             x = inputs[start : start + batch].to(device)
-            y = labels[start : start + batch].to(device)
-            n = int((y != -100).sum())
-            if n == 0:
-                continue
-            out = masked_lm_forward(
-                model, labels=y, input_ids=x, token_type_ids=torch.zeros_like(x)
-            )
-            total += float(out.loss) * n
+            if causal:
+                loss, n = next_token_loss(model, x)
+            else:
+                y = labels[start : start + batch].to(device)
+                n = int((y != -100).sum())
+                if n == 0:
+                    continue
+                loss = masked_lm_forward(
+                    model, labels=y, input_ids=x, token_type_ids=torch.zeros_like(x)
+                ).loss
+            total += float(loss) * n
             count += n
     return (total / count if count else None), int(inputs.shape[0]), count
 
@@ -340,12 +278,13 @@ def extrapolate(
     max_tokens: int = 65536,
     mask_seed: int = 0,
     mlm_probability: float = 0.15,
+    scoring_options: Sequence[str] = (),
     batch_tokens: int = 16384,
     output_dir: str | os.PathLike[str] | None = "runs/extrapolate",
     device: str | None = None,
     progress: bool = True,
 ) -> ExtrapolationResults:
-    """Masked-LM loss and perplexity of each run at each length.
+    """Loss and perplexity of each run at each length (masked-LM or next-token loss).
 
     Args:
         runs: run folders from ``tisa pretrain`` or saved masked-LM folders.
@@ -353,7 +292,9 @@ def extrapolate(
         eval_file: plain text file; default Penn Treebank test.
         max_tokens: text tokens scored per run and length.
         mask_seed: seed of the evaluation masks (shared by all runs and lengths).
-        mlm_probability: share of positions masked.
+        mlm_probability: share of positions masked (masked LMs).
+        scoring_options: KEY=VALUE options of the TISA scoring functions changed before
+            scoring (:func:`with_scoring_options`).
         batch_tokens: tokens per forward pass.
         output_dir: where the table (md/csv/json) and plot go; None writes nothing.
         device: torch device; default CUDA when available, else CPU.
@@ -373,6 +314,7 @@ def extrapolate(
         max_tokens=max_tokens,
         mask_seed=mask_seed,
         mlm_probability=mlm_probability,
+        scoring_options=tuple(scoring_options),
         batch_tokens=batch_tokens,
         output_dir=None if output_dir is None else str(output_dir),
         device=device,
@@ -389,8 +331,11 @@ def extrapolate_config(config: ExtrapolateConfig) -> ExtrapolationResults:
     from tisa.data.corpus import load_texts
     from tisa.data.mlm import block_content_length, build_blocks, token_stream
     from tisa.data.tokenizer import load_tokenizer
+    from tisa.train.causal_lm import load_causal_lm
     from tisa.train.masked_lm import load_masked_lm
+    from tisa.train.pretrain_config import parse_options
 
+    overrides = parse_options(config.scoring_options, "scoring_options")
     infos = [resolve_run(p, label) for p, label in zip(config.runs, _labels(config.runs))]
     texts = load_texts(config.eval_file)
     device = torch.device(config.device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -407,7 +352,9 @@ def extrapolate_config(config: ExtrapolateConfig) -> ExtrapolationResults:
                 texts, tokenizer, max_tokens=max(config.max_tokens, longest), progress=False
             )
         stream = streams[key]
-        model = load_masked_lm(info.model_dir, device=device)
+        causal = info.objective == "causal"
+        model = (load_causal_lm if causal else load_masked_lm)(info.model_dir, device=device)
+        with_scoring_options(model, overrides, label=info.label)
         table = num_positions(model) if has_absolute_positions(model) else None
         for length in config.lengths:
             if table is not None and length > table:
@@ -439,7 +386,7 @@ def extrapolate_config(config: ExtrapolateConfig) -> ExtrapolationResults:
             )
             try:
                 loss, n_blocks, n_masked = _evaluate_length(
-                    model, blocks, tokenizer, config, device
+                    model, blocks, tokenizer, config, device, causal
                 )
             except (RuntimeError, IndexError) as err:
                 message = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""

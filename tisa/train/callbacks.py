@@ -16,6 +16,9 @@ absolute position embeddings, how translation invariant its positional machinery
   sqrt(d_h), P~ = P mapped to the hidden size by the linear part of ALBERT's embedding
   projection (the term the paper analyses); ``ti_fp_raw_heads`` holds each head's value;
 * ``ti_fp_ln``: the same with P~ as it reaches layer 1 (through the embedding LayerNorm);
+* ``ti_gram_offdiag``, ``ti_cos_offdiag``, ``ti_fp_raw_offdiag``: TI over the entries
+  off the diagonal only, and ``nulls``: each of them next to matched null tables (random
+  directions with the same norms; the rows shuffled), see :mod:`tisa.train.positional_ti`;
 * ``step`` and ``eval_loss``: the step and the latest evaluation loss logged by then.
 
 TI(M) = 1 - ||M - T(M)||^2 / ||M - mean(M)||^2 with T(M) the least-squares Toeplitz
@@ -181,7 +184,8 @@ def _perplexity(loss: float) -> float:
 
 
 class TranslationInvarianceCallback(TrainerCallback):
-    """Appends the TI of P P^T and of layer-1 F_P to ``ti.jsonl`` at every checkpoint.
+    """Appends the TI of P P^T and of layer-1 F_P, with and without the diagonal and with
+    their nulls, to ``ti.jsonl`` at every checkpoint.
 
     Does nothing for models without absolute position embeddings.
 
@@ -189,27 +193,30 @@ class TranslationInvarianceCallback(TrainerCallback):
         run_dir: the run folder.
         max_positions: positions analysed (the training length: rows beyond it are never
             trained and would only measure the initialisation).
+        null_draws: null tables per null and figure (:mod:`tisa.train.positional_ti`).
+        null_seed: seed of the null draws (the same at every checkpoint).
     """
 
-    def __init__(self, run_dir: str | os.PathLike[str], max_positions: int) -> None:
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        max_positions: int,
+        *,
+        null_draws: int = 32,
+        null_seed: int = 0,
+    ) -> None:
         self.run_dir = Path(run_dir)
         self.max_positions = int(max_positions)
+        self.null_draws = int(null_draws)
+        self.null_seed = int(null_seed)
 
     def measure(self, model) -> dict[str, Any] | None:
         """TI values of ``model`` (None when it has no absolute position embeddings)."""
-        from tisa.analysis import extract
+        from tisa.train.positional_ti import position_table_ti
 
-        if not extract.has_absolute_positions(model):
-            return None
-        terms = extract.extract(model, max_positions=self.max_positions)
-        ti = terms.translation_invariance()
-        return {
-            "ti_gram": ti.gram,
-            "ti_fp_raw": ti.fp_raw_mean,
-            "ti_fp_ln": ti.fp_ln_mean,
-            "ti_fp_raw_heads": [float(v) for v in ti.fp_raw],
-            "positions": int(terms.position.shape[0]),
-        }
+        return position_table_ti(
+            model, max_positions=self.max_positions, draws=self.null_draws, seed=self.null_seed
+        )
 
     def on_save(self, args, state, control, model=None, **kwargs):
         if not state.is_world_process_zero or model is None:

@@ -16,9 +16,15 @@ Position schemes (``position``):
 ``tisa``           the paper's RBF scoring functions, position embeddings removed.
 ``absolute+tisa``  RBF scoring functions alongside the embeddings (the paper's setting).
 ``alibi``, ``t5``, ``kerple_log``  those scoring families, embeddings removed.
+``rbf_linear``, ``rbf_log``, ``rbf_logdist``  RBF kernels plus a monotone tail (the
+                   length-extrapolation families of :mod:`tisa.scoring`), embeddings removed.
 ``rope``           rotary position embeddings on queries and keys, embeddings removed.
 
-Everything except ``absolute`` is applied with :func:`tisa.hf.add_tisa`.
+Everything except ``absolute`` is applied with :func:`tisa.hf.add_tisa`; scoring options
+(``scoring_options``, e.g. ``{"learn_tail": False}``) go to the scheme's family.
+
+``arch="gpt2"`` builds a GPT-2-style decoder for causal language modelling instead
+(:mod:`tisa.train.causal_lm`); sizes and position schemes are the same.
 
 Letters: B batch, L sequence length, D hidden size, E embedding size, V vocabulary,
 N number of masked positions in the batch.
@@ -26,6 +32,7 @@ N number of masked positions in the batch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -57,12 +64,13 @@ __all__ = [
     "load_masked_lm",
     "masked_lm_forward",
     "mlm_parts",
+    "scoring_family",
 ]
 
-Arch = Literal["albert", "bert"]
-Position = Literal["absolute", "none", "tisa", "absolute+tisa", "alibi", "t5", "kerple_log", "rope"]
+Arch = Literal["albert", "bert", "gpt2"]
 
-ARCHITECTURES: tuple[str, ...] = ("albert", "bert")
+#: Masked-LM encoders, and GPT-2 (a causal decoder, :mod:`tisa.train.causal_lm`).
+ARCHITECTURES: tuple[str, ...] = ("albert", "bert", "gpt2")
 POSITIONS: tuple[str, ...] = (
     "absolute",
     "none",
@@ -71,6 +79,9 @@ POSITIONS: tuple[str, ...] = (
     "alibi",
     "t5",
     "kerple_log",
+    "rbf_linear",
+    "rbf_log",
+    "rbf_logdist",
     "rope",
 )
 
@@ -82,8 +93,22 @@ _SCHEMES: dict[str, tuple[str | None, str, bool]] = {
     "alibi": ("alibi", "remove", False),
     "t5": ("t5", "remove", False),
     "kerple_log": ("kerple_log", "remove", False),
+    "rbf_linear": ("rbf_linear", "remove", False),
+    "rbf_log": ("rbf_log", "remove", False),
+    "rbf_logdist": ("rbf_logdist", "remove", False),
     "rope": (None, "remove", True),
 }
+
+
+def scoring_family(position: str) -> str | None:
+    """The scoring family a position scheme installs (None: no scoring function).
+
+    Raises:
+        ValueError: unknown ``position``.
+    """
+    if position not in POSITIONS:
+        raise ValueError(f"position must be one of {POSITIONS}, got {position!r}")
+    return None if position == "absolute" else _SCHEMES[position][0]
 
 
 @dataclass(frozen=True)
@@ -245,13 +270,14 @@ def build_config(
 ) -> PretrainedConfig:
     """Config of a named size.
 
+    GPT-2 (``arch="gpt2"``): see :func:`tisa.train.causal_lm.build_causal_config`.
     ALBERT follows albert-base-v2 (no dropout; its tanh-approximated GELU ``gelu_new`` is
     computed by the fused ``gelu_pytorch_tanh``, the same function to float rounding and
     a large part of the training time on CPUs); BERT follows bert-base (gelu, dropout
     0.1, embedding size = hidden size).
 
     Args:
-        arch: ``"albert"`` or ``"bert"``.
+        arch: ``"albert"``, ``"bert"`` or ``"gpt2"``.
         size: one of :data:`SIZES`.
         vocab_size: V, from the tokenizer.
         max_positions: rows of the absolute position table (also the longest sequence an
@@ -268,6 +294,16 @@ def build_config(
         raise ValueError(f"size must be one of {tuple(SIZES)}, got {size!r}")
     check_int(vocab_size, "vocab_size")
     check_int(max_positions, "max_positions")
+    if arch == "gpt2":
+        from tisa.train.causal_lm import build_causal_config
+
+        return build_causal_config(
+            size=size,
+            vocab_size=vocab_size,
+            max_positions=max_positions,
+            pad_token_id=pad_token_id,
+            **overrides,
+        )
     s = SIZES[size]
     common = dict(
         vocab_size=vocab_size,
@@ -295,34 +331,59 @@ def build_config(
     return BertConfig(**params)
 
 
-def apply_position_scheme(model: PreTrainedModel, position: str, *, num_kernels: int = 5):
+def apply_position_scheme(
+    model: PreTrainedModel,
+    position: str,
+    *,
+    num_kernels: int = 5,
+    scoring_options: Mapping[str, Any] | None = None,
+):
     """Turns a freshly built absolute-position model into ``position`` (in place).
 
     Args:
-        model: an ALBERT/BERT masked LM with absolute position embeddings.
+        model: an ALBERT/BERT masked LM or a GPT-2 causal LM with absolute position
+            embeddings.
         position: one of :data:`POSITIONS`.
-        num_kernels: RBF kernels per head (``tisa`` and ``absolute+tisa``).
+        num_kernels: kernels per head, for every family built from kernels (``tisa``,
+            ``absolute+tisa``, ``rbf_linear``, ``rbf_log``, ``rbf_logdist``).
+        scoring_options: further options of the scheme's scoring family (e.g.
+            ``{"learn_tail": False}``). T5 buckets are one-sided in a causal model unless
+            ``bidirectional`` is given.
 
     Returns:
         The same model.
 
     Raises:
-        ValueError: unknown ``position``.
+        ValueError: unknown ``position``, or options the family does not take (or a
+            scheme without a scoring family given options).
     """
-    if position not in POSITIONS:
-        raise ValueError(f"position must be one of {POSITIONS}, got {position!r}")
-    if position == "absolute":
-        return model
+    scoring = scoring_family(position)
+    options = dict(scoring_options or {})
+    if scoring is None:
+        if options:
+            raise ValueError(
+                f"scoring_options {sorted(options)} were given, but position={position!r} "
+                "has no scoring function"
+            )
+        if position == "absolute":
+            return model
     from tisa.hf import TisaSettings, add_tisa
+    from tisa.hf.architectures import architecture_of
+    from tisa.hf.settings import takes_num_kernels
 
-    scoring, embeddings, rotary = _SCHEMES[position]
+    _, embeddings, rotary = _SCHEMES[position]
+    arch = architecture_of(model)
+    if scoring == "t5" and arch is not None and arch.causal:
+        options.setdefault("bidirectional", False)  # a decoder never sees k > 0
     settings = TisaSettings(
         scoring=scoring,
-        num_kernels=num_kernels if scoring == "rbf" else None,
+        num_kernels=num_kernels if takes_num_kernels(scoring) else None,
         position_embeddings=embeddings,
         rotary=rotary,
+        scoring_options=options,
     )
-    return add_tisa(model, settings)
+    # the scorers start from their families' own initialisation (the paper's, for RBF)
+    return add_tisa(model, settings, start="paper")
 
 
 def build_model(
@@ -334,17 +395,19 @@ def build_model(
     max_positions: int = 512,
     pad_token_id: int = 0,
     num_kernels: int = 5,
+    scoring_options: Mapping[str, Any] | None = None,
     attn_implementation: str | None = "sdpa",
     seed: int | None = None,
     **overrides: Any,
 ) -> PreTrainedModel:
-    """A freshly initialised masked-only MLM of a named size with a position scheme.
+    """A freshly initialised masked-only MLM (or, with ``arch="gpt2"``, a causal LM) of a
+    named size with a position scheme.
 
     Args:
         arch, size, vocab_size, max_positions, pad_token_id, **overrides: see
             :func:`build_config`.
         position: one of :data:`POSITIONS`.
-        num_kernels: RBF kernels per head for the TISA schemes.
+        num_kernels, scoring_options: see :func:`apply_position_scheme`.
         attn_implementation: transformers attention implementation of the stock layers
             (``"sdpa"`` or ``"eager"``); TISA layers use their own.
         seed: seeds the initialisation when given.
@@ -366,8 +429,15 @@ def build_model(
         config._attn_implementation = attn_implementation
     if seed is not None:
         torch.manual_seed(seed)
-    model = _CLASSES[arch](config)
-    return apply_position_scheme(model, position, num_kernels=num_kernels)
+    if arch == "gpt2":
+        from transformers import GPT2LMHeadModel
+
+        model = GPT2LMHeadModel(config)
+    else:
+        model = _CLASSES[arch](config)
+    return apply_position_scheme(
+        model, position, num_kernels=num_kernels, scoring_options=scoring_options
+    )
 
 
 def load_masked_lm(path: str, *, device: str | torch.device = "cpu") -> PreTrainedModel:

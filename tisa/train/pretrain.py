@@ -1,14 +1,17 @@
-"""Masked-LM pretraining with any position scheme: ``tisa pretrain``.
+"""Masked-LM (and causal-LM) pretraining with any position scheme: ``tisa pretrain``.
 
     tisa pretrain --position absolute+tisa --size small --seq-len 128 \\
         --max-steps 20000 --output-dir runs/albert-small-tisa
+    tisa pretrain --arch gpt2 --position alibi --output-dir runs/gpt2-alibi
 
 Pipeline: corpus (:mod:`tisa.data.corpus`) -> WordPiece tokenizer trained on it (or one
 given with ``--tokenizer``) -> fixed-length blocks with reproducible dynamic masking
-(:mod:`tisa.data.mlm`) -> a masked-only ALBERT/BERT of a named size with the chosen
-position scheme (:mod:`tisa.train.masked_lm`) -> the Hugging Face Trainer (AdamW, linear
-warm-up and decay, evaluation and checkpoints every N steps). The settings are a
-:class:`~tisa.train.pretrain_config.PretrainConfig`.
+(:mod:`tisa.data.mlm`; causal LM: plain blocks, :mod:`tisa.data.clm`) -> a masked-only
+ALBERT/BERT (or a GPT-2 decoder, :mod:`tisa.train.causal_lm`) of a named size with the
+chosen position scheme (:mod:`tisa.train.masked_lm`) -> the Hugging Face Trainer with the
+positional scoring parameters on their own learning rate and without weight decay
+(:class:`tisa.hf.TisaTrainer`; AdamW, linear warm-up and decay, evaluation and checkpoints
+every N steps). The settings are a :class:`~tisa.train.pretrain_config.PretrainConfig`.
 
 The run folder (``--output-dir``) holds::
 
@@ -18,7 +21,7 @@ The run folder (``--output-dir``) holds::
     model/                 the final model + tokenizer (save_pretrained layout)
     metrics.jsonl, .csv    step, train loss, eval loss and perplexity, lr, tokens/s
     ti.jsonl               translation invariance at each checkpoint (absolute runs)
-    results.json           final evaluation
+    results.json           final evaluation; how far the scoring parameters moved
 
 Checkpoints are atomic (:class:`tisa.checkpoints.AtomicCheckpoints`): each is written into
 ``.staging/`` and renamed to ``checkpoint-<step>`` only when complete, so a folder with that
@@ -88,10 +91,11 @@ def _resume_point(config: PretrainConfig, run: Path) -> Path | None:
     saved = run / "pretrain_config.json"
     if saved.is_file():
         previous = json.loads(saved.read_text()).get("config", {})
+        current = config.to_dict()  # the JSON form, as saved
         changed = [
-            f"{k}: {previous.get(k)!r} -> {getattr(config, k)!r}"
+            f"{k}: {previous.get(k)!r} -> {current[k]!r}"
             for k in RESUME_KEYS
-            if k in previous and previous[k] != getattr(config, k)
+            if k in previous and previous[k] != current[k]
         ]
         if changed:
             raise ValueError(
@@ -143,7 +147,8 @@ def _training_arguments(config: PretrainConfig, run: Path):
         # checkpoints are written there and renamed into the run (AtomicCheckpoints)
         output_dir=str(staging_folder(run)),
         max_steps=config.max_steps,
-        per_device_train_batch_size=config.batch_size,
+        # mixed lengths: each item is a whole batch (tisa.data.mixed_lengths)
+        per_device_train_batch_size=1 if config.mixed_lengths else config.batch_size,
         per_device_eval_batch_size=config.eval_batch_size or config.batch_size,
         gradient_accumulation_steps=config.gradient_accumulation_steps,
         learning_rate=config.learning_rate,
@@ -210,6 +215,29 @@ def _tokenizer(config: PretrainConfig, run: Path, args, corpus, resuming: bool):
     return tok, source
 
 
+def _mixed_length_data(config: PretrainConfig, corpus, tokenizer, collate):
+    """(training batches of mixed lengths, the collate function for them and for the
+    evaluation blocks)."""
+    import functools
+
+    from tisa.data.mixed_lengths import MixedLengthBatches, collate_batch
+    from tisa.data.mlm import token_stream
+
+    data = MixedLengthBatches(
+        token_stream(corpus["train"], tokenizer, progress=config.progress),
+        tokenizer,
+        seq_len=config.seq_len,
+        batch_size=config.batch_size,
+        lengths=config.mixed_lengths,
+        share=config.mixed_share,
+        seed=config.seed,
+        block_format=config.block_format,
+        mlm_probability=None if config.causal else config.mlm_probability,
+        max_blocks=config.max_train_blocks,
+    )
+    return data, functools.partial(collate_batch, fallback=collate)
+
+
 def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
     """Runs (or resumes) masked-LM pretraining; returns the run folder.
 
@@ -224,13 +252,14 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
         ValueError: bad configuration, a run folder in the way, a corpus too small for
             one batch, or an unreadable tokenizer / corpus.
     """
-    from transformers import Trainer, set_seed
+    from transformers import set_seed
 
     from tisa.analysis.extract import has_absolute_positions
     from tisa.checkpoints import AtomicCheckpoints, clear_run, staging_folder, trainer_step
+    from tisa.data.clm import CausalBlocks, collate_causal
     from tisa.data.corpus import load_corpus
     from tisa.data.mlm import MaskedBlocks, build_blocks, collate_blocks, masked_eval_dataset
-    from tisa.hf import positional_parameters
+    from tisa.hf import TisaTrainer, positional_parameters, scoring_movement, scoring_snapshot
     from tisa.train.callbacks import (
         EpochCallback,
         MetricsCallback,
@@ -284,12 +313,22 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
             f"fewer than one batch ({config.batch_size} x {args.world_size} processes)"
         )
     eval_blocks = blocks("validation", config.max_eval_blocks)
-    train_data = MaskedBlocks(
-        train_blocks, tokenizer, seed=config.seed, mlm_probability=config.mlm_probability
-    )
-    eval_data = masked_eval_dataset(
-        eval_blocks, tokenizer, seed=config.eval_mask_seed, mlm_probability=config.mlm_probability
-    )
+    if config.causal:
+        train_data, eval_data = CausalBlocks(train_blocks), CausalBlocks(eval_blocks)
+        collate = collate_causal
+    else:
+        train_data = MaskedBlocks(
+            train_blocks, tokenizer, seed=config.seed, mlm_probability=config.mlm_probability
+        )
+        eval_data = masked_eval_dataset(
+            eval_blocks,
+            tokenizer,
+            seed=config.eval_mask_seed,
+            mlm_probability=config.mlm_probability,
+        )
+        collate = collate_blocks
+    if config.mixed_lengths:
+        train_data, collate = _mixed_length_data(config, corpus, tokenizer, collate)
 
     set_seed(config.seed)
     absolute = config.position in ("absolute", "absolute+tisa")
@@ -303,6 +342,7 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
         else max(config.max_positions, config.seq_len),
         pad_token_id=tokenizer.pad_token_id,
         num_kernels=config.num_kernels,
+        scoring_options=config.scoring_options_dict(),
         attn_implementation=config.attn_implementation,
         bos_token_id=tokenizer.cls_token_id,
         eos_token_id=tokenizer.sep_token_id,
@@ -331,14 +371,17 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
     ]
     if facts["absolute_positions"]:
         trainer_callbacks.append(TranslationInvarianceCallback(run, config.seq_len))
-    trainer = Trainer(
+    # the initialisation is a function of the seed, so this is the start of a resumed run too
+    start_scoring = scoring_snapshot(model)
+    trainer = TisaTrainer(
         model=model,
         args=args,
         train_dataset=train_data,
         eval_dataset=eval_data,
-        data_collator=collate_blocks,
+        data_collator=collate,
         processing_class=tokenizer,
         callbacks=[*trainer_callbacks, *callbacks],
+        tisa_learning_rate=config.tisa_learning_rate,
     )
     if checkpoint is not None:
         logger.info("resuming from %s", checkpoint)
@@ -361,6 +404,7 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
                 "last_train_loss": float(train_losses[-1]) if train_losses else None,
                 "train_wall_s": round(wall, 3),
                 "resumed_from": checkpoint.name if checkpoint is not None else None,
+                "scoring_movement": scoring_movement(trainer.model, start_scoring),
             },
         )
     trainer.accelerator.wait_for_everyone()
@@ -389,10 +433,11 @@ def pretrain_or_reuse(config: PretrainConfig, *, must_match: Sequence[str] = ())
     status = run_status(run, finished="model")
     if status.action == "reuse":
         trained = json.loads((run / "pretrain_config.json").read_text())["config"]
-        changed = [k for k in must_match if trained.get(k) != getattr(config, k)]
+        current = config.to_dict()  # the JSON form, as saved
+        changed = [k for k in must_match if trained.get(k) != current[k]]
         if changed:
             there = ", ".join(f"{k}={trained.get(k)!r}" for k in changed)
-            wanted = ", ".join(f"{k}={getattr(config, k)!r}" for k in changed)
+            wanted = ", ".join(f"{k}={current[k]!r}" for k in changed)
             raise ValueError(
                 f"{run} holds a finished run with {there}; use another output folder for {wanted}"
             )

@@ -1,5 +1,8 @@
 """What a pretraining run is: :class:`PretrainConfig`, one declaration of every setting.
 
+A run trains a masked LM (ALBERT or BERT) or, with ``arch="gpt2"``, a causal LM (a GPT-2
+decoder, next-token loss).
+
 ``tisa pretrain`` derives its options from these fields (:mod:`tisa.cli.args`); the run
 folder records them in ``pretrain_config.json``, and a resumed run must agree on the ones
 that define its model and data (:data:`RESUME_KEYS`).
@@ -14,7 +17,7 @@ from typing import Any
 
 from tisa._validate import check_int
 
-__all__ = ["RESUME_KEYS", "PretrainConfig"]
+__all__ = ["RESUME_KEYS", "PretrainConfig", "parse_options"]
 
 #: Fields that must match when a run is resumed (they define the model and its data).
 RESUME_KEYS = (
@@ -32,6 +35,9 @@ RESUME_KEYS = (
     "mlm_probability",
     "max_positions",
     "num_kernels",
+    "scoring_options",
+    "mixed_lengths",
+    "mixed_share",
     "max_train_blocks",
 )
 
@@ -46,13 +52,17 @@ class PretrainConfig:
             tisa, absolute+tisa, alibi, t5, kerple_log, rope.
         size: model size (:data:`tisa.train.masked_lm.SIZES`): tiny, small (hidden 256,
             4 layers), base (ALBERT-base).
-        arch: architecture: albert or bert.
+        arch: architecture: albert or bert (masked LM), or gpt2 (causal LM: a decoder
+            trained on next-token loss).
         seq_len: tokens per training block (with [CLS] and [SEP]).
         max_steps: optimiser steps.
         batch_size: blocks per step and process.
         eval_batch_size: blocks per evaluation batch (default ``batch_size``).
         learning_rate: peak AdamW learning rate.
-        weight_decay: AdamW weight decay.
+        tisa_learning_rate: peak learning rate of the positional scoring parameters
+            (TISA kernels, tails, T5 buckets, ...), which never take weight decay; None:
+            ``learning_rate``. The schedule scales both alike.
+        weight_decay: AdamW weight decay (not on biases, norms and scoring parameters).
         warmup: linear warm-up, a fraction of ``max_steps`` (< 1) or a number of steps.
         gradient_accumulation_steps: micro-batches per optimiser step.
         max_grad_norm: gradient clipping (0 disables it).
@@ -76,10 +86,20 @@ class PretrainConfig:
             with the same settings (:func:`tisa.data.tokenizer.cached_wordpiece`), so runs
             on one corpus share their tokenizer and can be compared token for token.
         vocab_size: vocabulary size of a trained tokenizer.
-        block_format: cls_sep or plain (:mod:`tisa.data.mlm`).
-        mlm_probability: share of positions masked.
+        block_format: cls_sep or plain (:mod:`tisa.data.mlm`); default cls_sep for a
+            masked LM, plain for a causal LM (which takes no other).
+        mlm_probability: share of positions masked (masked LM).
         max_positions: rows of the absolute position table.
-        num_kernels: RBF kernels per head (TISA schemes).
+        num_kernels: kernels per head of the kernel families (tisa, absolute+tisa,
+            rbf_linear, rbf_log, rbf_logdist).
+        scoring_options: options of the position scheme's scoring family as KEY=VALUE
+            (e.g. learn_tail=false far_offset=127; values are read as numbers, true,
+            false or none where they look like one).
+        mixed_lengths: longer training lengths mixed into training: a share of the steps
+            (mixed_share) trains on blocks of one of these lengths (drawn uniformly), with
+            the batch shrunk to batch_size x seq_len / length blocks so that every step
+            holds the same tokens (:mod:`tisa.data.mixed_lengths`).
+        mixed_share: share of the steps at one of mixed_lengths.
         max_train_blocks: use only the first N training blocks.
         max_eval_blocks: evaluate on the first N validation blocks.
         bf16: bfloat16 autocast (GPUs with bf16, CPUs with AVX512-BF16 or AMX).
@@ -98,6 +118,7 @@ class PretrainConfig:
     batch_size: int = 32
     eval_batch_size: int | None = None
     learning_rate: float = 5e-4
+    tisa_learning_rate: float | None = None
     weight_decay: float = 0.01
     warmup: float = field(
         default=0.06, metadata={"cli": {"parse": lambda v: v if v < 1 else int(v)}}
@@ -122,10 +143,13 @@ class PretrainConfig:
     tokenizer: str | None = None
     tokenizer_cache: bool = True
     vocab_size: int = 30000
-    block_format: str = "cls_sep"
+    block_format: str | None = None
     mlm_probability: float = 0.15
     max_positions: int = 512
     num_kernels: int = 5
+    scoring_options: tuple[str, ...] = field(default=(), metadata={"cli": {"metavar": "KEY=VALUE"}})
+    mixed_lengths: tuple[int, ...] = ()
+    mixed_share: float = 0.15
     max_train_blocks: int | None = None
     max_eval_blocks: int | None = None
     bf16: bool = False
@@ -143,7 +167,16 @@ class PretrainConfig:
         _choice("position", self.position, POSITIONS)
         _choice("size", self.size, tuple(SIZES))
         _choice("arch", self.arch, ARCHITECTURES)
+        if self.block_format is None:
+            object.__setattr__(self, "block_format", "plain" if self.causal else "cls_sep")
         _choice("block_format", self.block_format, BLOCK_FORMATS)
+        if self.causal and self.block_format != "plain":
+            raise ValueError(
+                f"block_format must be 'plain' for a causal LM (arch='gpt2'), got "
+                f"{self.block_format!r}: the [CLS] ... [SEP] frame is for masked LMs"
+            )
+        object.__setattr__(self, "scoring_options", tuple(self.scoring_options))
+        self.scoring_options_dict()  # checks the options against the scheme's family
         _choice("attn_implementation", self.attn_implementation, ("sdpa", "eager"))
         for name in (
             "seq_len",
@@ -165,14 +198,30 @@ class PretrainConfig:
             check_int(getattr(self, name), name, minimum=0)
         if self.seq_len < 3:
             raise ValueError(f"seq_len must be >= 3, got {self.seq_len}")
-        if self.position in ("absolute", "absolute+tisa") and self.seq_len > self.max_positions:
+        object.__setattr__(self, "mixed_lengths", tuple(self.mixed_lengths))
+        if self.mixed_lengths:
+            from tisa.data.mixed_lengths import check_mixed_lengths
+
+            lengths = check_mixed_lengths(
+                self.mixed_lengths,
+                self.mixed_share,
+                seq_len=self.seq_len,
+                batch_size=self.batch_size,
+            )
+            object.__setattr__(self, "mixed_lengths", lengths)
+        longest = max((self.seq_len, *self.mixed_lengths))
+        if self.position in ("absolute", "absolute+tisa") and longest > self.max_positions:
+            what = "seq_len" if longest == self.seq_len else "the longest of mixed_lengths"
             raise ValueError(
-                f"seq_len ({self.seq_len}) exceeds max_positions ({self.max_positions}), the "
+                f"{what} ({longest}) exceeds max_positions ({self.max_positions}), the "
                 f"size of the absolute position table of position={self.position!r}; raise "
                 "max_positions or use a scheme without absolute embeddings"
             )
         if not (isinstance(self.learning_rate, int | float) and self.learning_rate > 0):
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+        lr = self.tisa_learning_rate
+        if lr is not None and not (isinstance(lr, int | float) and lr > 0):
+            raise ValueError(f"tisa_learning_rate must be > 0 or None, got {lr!r}")
         if not (isinstance(self.weight_decay, int | float) and self.weight_decay >= 0):
             raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
         if not (isinstance(self.warmup, int | float) and self.warmup >= 0):
@@ -188,14 +237,74 @@ class PretrainConfig:
         if self.train_file is None and self.validation_file is not None:
             raise ValueError("validation_file needs train_file as well")
 
+    @property
+    def causal(self) -> bool:
+        """True for a causal LM (``arch="gpt2"``), False for a masked LM."""
+        return self.arch == "gpt2"
+
+    def scoring_options_dict(self) -> dict[str, Any]:
+        """:attr:`scoring_options` as keyword arguments of the scheme's scoring family.
+
+        Raises:
+            ValueError: a malformed item, options for a scheme without a scoring
+                function, or an option the family does not take.
+        """
+        from tisa.hf import TisaSettings
+        from tisa.train.masked_lm import scoring_family
+
+        options = parse_options(self.scoring_options, "scoring_options")
+        if not options:
+            return options
+        family = scoring_family(self.position)
+        if family is None:
+            raise ValueError(
+                f"scoring_options {sorted(options)} were given, but position="
+                f"{self.position!r} has no scoring function"
+            )
+        if "num_kernels" in options:
+            raise ValueError("scoring_options: num_kernels is its own setting (--num-kernels)")
+        TisaSettings(scoring=family, scoring_options=options)  # names unknown options
+        return options
+
     def to_dict(self) -> dict[str, Any]:
         """Plain-data view (JSON serialisable)."""
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["scoring_options"] = list(self.scoring_options)
+        out["mixed_lengths"] = list(self.mixed_lengths)
+        return out
 
 
-def _choice(name: str, value: Any, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+def parse_options(items: Sequence[str], name: str) -> dict[str, Any]:
+    """``("learn_tail=false", "far_offset=127")`` -> ``{"learn_tail": False, "far_offset": 127}``.
+
+    Values that read as an int or a float become numbers; ``true`` / ``false`` / ``none``
+    (any case) become True / False / None; anything else stays a string.
+
+    Raises:
+        ValueError: an item without ``=``, an empty key, or a key given twice.
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = str(item).partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"{name} must be KEY=VALUE items, got {item!r}")
+        if key in out:
+            raise ValueError(f"{name}: {key!r} is given twice")
+        out[key] = _value(text.strip())
+    return out
+
+
+def _value(text: str) -> Any:
+    words = {"true": True, "false": False, "none": None}
+    if text.lower() in words:
+        return words[text.lower()]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _choice(name: str, value: Any, choices: Sequence[str]) -> None:
