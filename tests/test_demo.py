@@ -18,7 +18,9 @@ def test_demo_end_to_end_writes_report(tmp_path):
     from tisa.cli import main
 
     out = tmp_path / "demo"
-    args = ["--pretrain-steps", "4", "--glue-steps", "2", "--ti-steps", "6", "--convert-steps", "0"]
+    args = ["--pretrain-steps", "4", "--glue-steps", "2", "--ti-steps", "6"]
+    # the analysis nulls and the conversion are tested on their own (tests/analysis, slow)
+    args += ["--convert-steps", "0", "--no-analysis-nulls"]
     assert main(["demo", "--output-dir", str(out), *args]) == 0
     html = (out / "report.html").read_text()
     for heading in (
@@ -31,6 +33,7 @@ def test_demo_end_to_end_writes_report(tmp_path):
     ):
         assert heading in html
     assert "Converting a pretrained model" not in html  # --convert-steps 0 skips it
+    assert "null baselines were not computed" in html
     assert (out / "analysis" / "metrics.json").is_file()
     assert (out / "extrapolation" / "extrapolation.csv").is_file()
     # every checkpoint of the tiny run is kept and measured, each figure with its nulls

@@ -46,6 +46,8 @@ class DemoConfig:
             skips the conversion).
         ti_steps: optimiser steps of the tiny absolute run whose translation invariance
             is measured at every checkpoint (0 skips it).
+        analysis_nulls: compute the null baselines of the MiniLM analysis (tisa
+            analyze's default draws; they are most of that section's time).
     """
 
     output_dir: str = "runs/demo"
@@ -54,11 +56,14 @@ class DemoConfig:
     glue_steps: int = 40
     convert_steps: int = 8
     ti_steps: int = 600
+    analysis_nulls: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "output_dir", str(self.output_dir))
         for name in ("seed", "pretrain_steps", "glue_steps", "convert_steps", "ti_steps"):
             check_int(getattr(self, name), name, minimum=0)
+        if not isinstance(self.analysis_nulls, bool):
+            raise ValueError(f"analysis_nulls must be True or False, got {self.analysis_nulls!r}")
 
 
 def scoring_function_values(num_heads: int = 12, max_offset: int = 64, seed: int = 0):
@@ -125,13 +130,14 @@ def _null_cells(b) -> list:
     return [max(b.random.mean, b.shuffled.mean), format_z(min(b.random.z, b.shuffled.z))]
 
 
-def _analysis_section(out: Path, summary_rows: list[list]) -> Section:
+def _analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
     """Runs ``tisa analyze`` on the default model and summarises it for the demo report."""
     from tisa.analysis import analyze
     from tisa.reports import analysis as figures
     from tisa.reports.figures import figure_png
 
-    (m,) = analyze([], out).models
+    nulls = {} if config.analysis_nulls else {"null_draws": 0, "probe_null_draws": 0}
+    (m,) = analyze([], out, **nulls).models
     pe, layer1, probes = m.position_embeddings, m.layer1, m.probes or {}
     pn = pe.nulls or {}
     summary_rows.append([f"{m.name}: TI of P Pᵀ (with its diagonal)", pe.ti_gram])
@@ -183,12 +189,17 @@ def _analysis_section(out: Path, summary_rows: list[list]) -> Section:
             "TI(M) = 1 - ||M - T(M)||² / ||M - mean(M)||², with T(M) the best Toeplitz "
             "approximation (each diagonal replaced by its mean): the share of the matrix's "
             "variance that depends on the offset j - i alone. 1 for any Toeplitz matrix.",
-            "Each figure stands next to its null: the same figure with the position table "
-            "replaced by random directions of the same norms, or by its own rows shuffled "
-            "(the higher of the two null means; z the lower of the two z-scores). The "
-            "diagonal of P Pᵀ (squared norms) and a probe's attention of a token to itself "
-            "score for any table, so for those the figure without the diagonal is the one "
-            "to read; F_P's diagonal is not special (see the full report).",
+            (
+                "Each figure stands next to its null: the same figure with the position "
+                "table replaced by random directions of the same norms, or by its own rows "
+                "shuffled (the higher of the two null means; z the lower of the two "
+                "z-scores). "
+                if config.analysis_nulls
+                else "The null baselines were not computed (--no-analysis-nulls). "
+            )
+            + "The diagonal of P Pᵀ (squared norms) and a probe's attention of a token to "
+            "itself score for any table, so for those the figure without the diagonal is "
+            "the one to read; F_P's diagonal is not special (see the full report).",
             f"The full analysis, with every figure, is in {out.name}/report.html.",
         ],
         tables=[Table(["matrix", "TI", "null", "z"], rows, shade=(1, 2))],
@@ -572,7 +583,7 @@ def run_demo(config: DemoConfig = DemoConfig()) -> Path:
     started = time.time()
     sections = [
         _scoring_section(out, config),
-        _analysis_section(out / "analysis", summary_rows),
+        _analysis_section(out / "analysis", config, summary_rows),
         _benchmark_section(out, config, summary_rows),
     ]
     if config.pretrain_steps > 0:
