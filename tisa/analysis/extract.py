@@ -39,7 +39,8 @@ What is extracted
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -64,12 +65,14 @@ __all__ = [
     "gram_matrix",
     "has_absolute_positions",
     "is_causal",
+    "layer1_inputs",
     "layer1_position_inputs",
     "num_positions",
     "position_embeddings",
     "positional_logits",
     "scoring_profiles",
     "supported_message",
+    "swapped_positions",
     "tisa_scorers",
 ]
 
@@ -238,6 +241,35 @@ def position_embeddings(model: nn.Module, max_positions: int | None = None) -> T
     return lay.position.weight.detach()[lay.first : lay.first + n].float().cpu()
 
 
+@contextmanager
+def swapped_positions(model: nn.Module, table: Tensor) -> Iterator[None]:
+    """Positions 0..L-1 of ``model`` use the rows of ``table`` while inside the block.
+
+    The rows are written into the model's position-embedding weights (RoBERTa: from
+    ``padding_idx + 1`` on) and the original rows are restored on leaving, also after an
+    error. Use it to run a model with a null table (:mod:`tisa.analysis.nulls`) and
+    everything else of its own, e.g. an attention probe of L tokens.
+
+    Args:
+        model: a supported Hugging Face model with absolute position embeddings.
+        table: (L, E) rows, L at most the model's number of positions.
+    """
+    lay = _layout(model)
+    rows = _check_table(lay, table)
+    n = rows.shape[0]
+    if n > num_positions(model):
+        raise ValueError(f"table has {n} rows; the model has {num_positions(model)} positions")
+    weight = lay.position.weight
+    keep = weight.detach()[lay.first : lay.first + n].clone()
+    with torch.no_grad():
+        weight[lay.first : lay.first + n] = rows
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            weight[lay.first : lay.first + n] = keep
+
+
 def gram_matrix(p: Tensor) -> Tensor:
     """P P^T: (L, L) from (L, E)."""
     if p.dim() != 2:
@@ -253,6 +285,52 @@ def cosine_matrix(p: Tensor) -> Tensor:
     return unit @ unit.T
 
 
+def _check_table(lay: _Layout, table: Tensor) -> Tensor:
+    """An (L, E) table for this model's position embeddings, as float32 on CPU."""
+    if not isinstance(table, Tensor):
+        raise ValueError(f"table must be a torch.Tensor of shape (L, E), got {type(table)}")
+    e = lay.position.embedding_dim
+    if table.dim() != 2 or table.shape[0] < 1 or table.shape[1] != e:
+        raise ValueError(
+            f"table must have shape (L, {e}) (the model's embedding size), got {tuple(table.shape)}"
+        )
+    if table.is_complex() or not torch.isfinite(table).all():
+        raise ValueError("table must hold finite real values")
+    return table.detach().to(device=lay.position.weight.device, dtype=lay.position.weight.dtype)
+
+
+@torch.no_grad()
+def layer1_inputs(
+    model: nn.Module, table: Tensor, *, ln_input: LnInput = "position+type"
+) -> dict[str, Tensor]:
+    """P~ of any (L, E) position table with the model's own modules: {"raw", "ln"}: (L, D).
+
+    The same maps as for the model's own table (module docstring): ``"raw"`` applies the
+    linear part of the embedding projection (if any), ``"ln"`` the embedding LayerNorm
+    (of ``table`` plus the mean token-type embedding with ``ln_input="position+type"``)
+    and then the projection. This is what null tables go through
+    (:mod:`tisa.analysis.nulls`): the model's weights, another table.
+
+    Args:
+        model: a supported Hugging Face model.
+        table: (L, E) rows standing in for positions 0..L-1.
+        ln_input: ``"position+type"`` or ``"position"``.
+    """
+    if ln_input not in ("position+type", "position"):
+        raise ValueError(f"ln_input must be 'position+type' or 'position', got {ln_input!r}")
+    lay = _layout(model)
+    p = _check_table(lay, table)
+    raw = p if lay.project is None else p @ lay.project.weight.detach().T
+    x = p
+    if ln_input == "position+type" and lay.token_type is not None:
+        x = x + lay.token_type.weight.detach().mean(0)
+    if lay.norm is not None:
+        x = lay.norm(x)
+    if lay.project is not None:
+        x = lay.project(x)
+    return {"raw": raw.float().cpu(), "ln": x.float().cpu()}
+
+
 @torch.no_grad()
 def layer1_position_inputs(
     model: nn.Module, *, max_positions: int | None = None, ln_input: LnInput = "position+type"
@@ -263,15 +341,7 @@ def layer1_position_inputs(
     lay = _layout(model)
     n = _check_max_positions(model, max_positions)
     p = lay.position.weight.detach()[lay.first : lay.first + n]
-    raw = p if lay.project is None else p @ lay.project.weight.detach().T
-    x = p
-    if ln_input == "position+type" and lay.token_type is not None:
-        x = x + lay.token_type.weight.detach().mean(0)
-    if lay.norm is not None:
-        x = lay.norm(x)
-    if lay.project is not None:
-        x = lay.project(x)
-    return {"raw": raw.float().cpu(), "ln": x.float().cpu()}
+    return layer1_inputs(model, p, ln_input=ln_input)
 
 
 @torch.no_grad()
@@ -294,6 +364,7 @@ def _logits(lay: _Layout, x: Tensor, include_bias: bool) -> Tensor:
 def positional_logits(
     model: nn.Module,
     *,
+    table: Tensor | None = None,
     max_positions: int | None = None,
     variant: Variant = "ln",
     ln_input: LnInput = "position+type",
@@ -303,6 +374,9 @@ def positional_logits(
 
     Args:
         model: a supported Hugging Face model.
+        table: an (L, E) table to use instead of the model's position embeddings, with
+            the model's own LayerNorm, projection and query/key weights (a null table,
+            say); ``max_positions`` is then ignored.
         max_positions: L (default: the full table).
         variant: ``"raw"`` (P through the linear projection only) or ``"ln"`` (P as it
             reaches layer 1: embedding LayerNorm / GPT-2's ``ln_1``, then projection).
@@ -313,8 +387,11 @@ def positional_logits(
     if variant not in ("raw", "ln"):
         raise ValueError(f"variant must be 'raw' or 'ln', got {variant!r}")
     lay = _layout(model)
-    x = layer1_position_inputs(model, max_positions=max_positions, ln_input=ln_input)[variant]
-    return _logits(lay, x, include_bias)
+    if table is None:
+        inputs = layer1_position_inputs(model, max_positions=max_positions, ln_input=ln_input)
+    else:
+        inputs = layer1_inputs(model, table, ln_input=ln_input)
+    return _logits(lay, inputs[variant], include_bias)
 
 
 @dataclass(frozen=True)

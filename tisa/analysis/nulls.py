@@ -24,7 +24,10 @@ Draws come from a ``torch.Generator`` seeded with ``seed``, so a figure is repro
 
 A statistic is any callable ``(L, E) float64 table -> number`` (a Python number or a
 one-element tensor), e.g. :func:`gram_ti`, :func:`cosine_ti`, or a closure computing
-layer-1 logits from the table. It is called once on P and once per draw.
+layer-1 logits from the table. It is called once on P and once per draw. Where one
+expensive step (a forward pass of a model with the table swapped in) yields several
+figures, :func:`compare_many_to_nulls` takes a statistic returning ``{name: number}``
+and compares every figure from the same draws.
 
 Letters: L positions, E embedding size, N draws.
 """
@@ -32,7 +35,7 @@ Letters: L positions, E embedding size, N draws.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -46,6 +49,7 @@ __all__ = [
     "NULLS",
     "NullBaselines",
     "NullComparison",
+    "compare_many_to_nulls",
     "compare_to_null",
     "compare_to_nulls",
     "cosine_ti",
@@ -56,6 +60,7 @@ __all__ = [
 
 Null = Literal["random", "shuffled"]
 Statistic = Callable[[Tensor], "float | Tensor"]
+Statistics = Callable[[Tensor], "Mapping[str, float | Tensor]"]
 
 #: The nulls :func:`compare_to_null` knows, in the order :func:`compare_to_nulls` runs them.
 NULLS: tuple[str, ...] = ("random", "shuffled")
@@ -189,7 +194,11 @@ class NullBaselines:
 
 
 def _evaluate(statistic: Statistic, table: Tensor, what: str) -> float:
-    value = statistic(table)
+    return _number(statistic(table), what)
+
+
+def _number(value: Any, what: str) -> float:
+    """A statistic's value as a float; ValueError for anything but one real number."""
     if isinstance(value, Tensor):
         if value.numel() != 1:
             raise ValueError(
@@ -288,15 +297,70 @@ def compare_to_nulls(
         :class:`NullBaselines`.
     """
     _check_statistic(statistic)
+    return compare_many_to_nulls(table, lambda t: {"value": statistic(t)}, draws=draws, seed=seed)[
+        "value"
+    ]
+
+
+def _evaluate_many(statistics: Statistics, table: Tensor, what: str) -> dict[str, float]:
+    values = statistics(table)
+    if not isinstance(values, Mapping) or not values:
+        raise ValueError(
+            f"statistics must return a non-empty mapping name -> number, got {type(values)} "
+            f"on {what}"
+        )
+    return {str(k): _number(v, f"{what} ({k})") for k, v in values.items()}
+
+
+def compare_many_to_nulls(
+    table: Tensor, statistics: Statistics, *, draws: int = 32, seed: int = 0
+) -> dict[str, NullBaselines]:
+    """Several statistics of one table, each with both nulls, from the same draws.
+
+    ``statistics`` is called once on ``table`` and once on each null table; every name it
+    returns gets its own :class:`NullBaselines`. Use it where one expensive computation
+    (F_P of every head, a forward pass) gives many figures.
+
+    Args:
+        table: (L, E) real tensor, L >= 2; converted to float64.
+        statistics: callable (L, E) float64 tensor -> ``{name: number}``, the same names
+            on every call.
+        draws: N >= 2 tables per null.
+        seed: generator seed (>= 0), used for each null.
+
+    Returns:
+        ``{name: NullBaselines}`` in the order ``statistics`` returns the names.
+
+    Raises:
+        ValueError: bad arguments; a statistic that is not a number or NaN; names that
+            differ between calls.
+    """
+    if not callable(statistics):
+        raise ValueError(
+            f"statistics must be a callable table -> {{name: number}}, got {type(statistics)}"
+        )
     n = check_int(draws, "draws", minimum=2)
     p = _table(table)
-    observed = _evaluate(statistic, p, "the table")
-    out = {}
+    observed = _evaluate_many(statistics, p, "the table")
+    per_null: dict[str, dict[str, NullComparison]] = {}
     for null in NULLS:
-        tables = _null_tables(p, null, n, seed)
-        values = [_evaluate(statistic, t, f"{null} draw {i}") for i, t in enumerate(tables)]
-        out[null] = _compare(null, observed, values, seed)
-    return NullBaselines(observed=observed, random=out["random"], shuffled=out["shuffled"])
+        values: dict[str, list[float]] = {k: [] for k in observed}
+        for i, t in enumerate(_null_tables(p, null, n, seed)):
+            got = _evaluate_many(statistics, t, f"{null} draw {i}")
+            if got.keys() != observed.keys():
+                raise ValueError(
+                    f"statistics returned {sorted(got)} on {null} draw {i}, but "
+                    f"{sorted(observed)} on the table"
+                )
+            for k, v in got.items():
+                values[k].append(v)
+        per_null[null] = {k: _compare(null, observed[k], values[k], seed) for k in observed}
+    return {
+        k: NullBaselines(
+            observed=observed[k], random=per_null["random"][k], shuffled=per_null["shuffled"][k]
+        )
+        for k in observed
+    }
 
 
 # --------------------------------------------------------------------------------------

@@ -3,11 +3,16 @@
 For every model (Hugging Face Hub id or local folder; default: the offline
 all-MiniLM-L6-v2) this measures
 
-* TI of the position embeddings' Gram matrix P P^T and of their cosine similarities,
+* TI of the position embeddings' Gram matrix P P^T and of their cosine similarities, with
+  and without the main diagonal,
 * TI of the position-to-position attention logits F_P of every layer-1 head (from raw P
   and from P through the embedding LayerNorm), with locality and symmetry of softmax(F_P),
 * the mean attention of every layer and head on position-only input (one repeated token)
-  and on real sentences (Penn Treebank), with TI, locality and symmetry,
+  and on real sentences (Penn Treebank), with TI (with and without the diagonal),
+  locality and symmetry,
+* each of these figures next to its null baselines: the same figure with the position
+  table replaced by random directions of the same norms and by its own rows shuffled
+  (:mod:`tisa.analysis.baselines`, :func:`tisa.analysis.probes.probe_nulls`),
 * for TISA models, the learned scoring functions f_h(k) and the TI of their biases,
 * with ``checkpoints``, TI over training and its Spearman correlation with the step and
   the validation loss,
@@ -61,6 +66,11 @@ class AnalysisConfig:
             P W_Q W_K^T P^T term).
         probe: run the attention probes (forward passes).
         max_offset: TISA models: plot f_h(k) for k = -K..K.
+        null_draws: null tables per null for the figures of the position table (P P^T,
+            cos(P), F_P; also per checkpoint with ``checkpoints``); 0 computes no nulls.
+        probe_null_draws: null tables per null for the attention probes (each costs two
+            forward passes of every probe input); 0 computes none.
+        null_seed: seed of the null tables.
         progress: show progress bars.
         report: write figures and report.html (metrics.json is always written).
     """
@@ -77,6 +87,9 @@ class AnalysisConfig:
     include_bias: bool = False
     probe: bool = True
     max_offset: int = field(default=64, metadata={"cli": {"metavar": "K"}})
+    null_draws: int = field(default=10, metadata={"cli": {"metavar": "N"}})
+    probe_null_draws: int = field(default=8, metadata={"cli": {"metavar": "N"}})
+    null_seed: int = field(default=0, metadata={"cli": {"metavar": "SEED"}})
     progress: bool = field(
         default=True, metadata={"cli": {"flag": "--quiet", "help": "no progress bars or summary"}}
     )
@@ -96,6 +109,10 @@ class AnalysisConfig:
         check_int(self.probe_length, "probe_length", 2)
         check_int(self.num_sequences, "num_sequences", 1)
         check_int(self.max_offset, "max_offset", 1)
+        for name in ("null_draws", "probe_null_draws"):
+            if check_int(getattr(self, name), name, 0) == 1:
+                raise ValueError(f"{name} must be 0 (no nulls) or >= 2, got 1")
+        check_int(self.null_seed, "null_seed", 0)
         if self.ln_input not in ("position+type", "position"):
             raise ValueError(
                 f"ln_input must be 'position+type' or 'position', got {self.ln_input!r}"
@@ -104,7 +121,8 @@ class AnalysisConfig:
     def settings(self) -> dict[str, Any]:
         """The measurement options, as recorded in metrics.json."""
         keys = ("max_positions", "probe_length", "num_sequences", "ln_input", "include_bias")
-        return {k: getattr(self, k) for k in (*keys, "probe", "max_offset")}
+        nulls = ("null_draws", "probe_null_draws", "null_seed")
+        return {k: getattr(self, k) for k in (*keys, "probe", "max_offset", *nulls)}
 
 
 def analyze(
@@ -119,6 +137,9 @@ def analyze(
     include_bias: bool = False,
     probe: bool = True,
     max_offset: int = 64,
+    null_draws: int = 10,
+    probe_null_draws: int = 8,
+    null_seed: int = 0,
     progress: bool = True,
     report: bool = True,
 ) -> AnalysisResult:
@@ -149,6 +170,9 @@ def analyze(
             include_bias=include_bias,
             probe=probe,
             max_offset=max_offset,
+            null_draws=null_draws,
+            probe_null_draws=probe_null_draws,
+            null_seed=null_seed,
             progress=progress,
             report=report,
         )
@@ -196,6 +220,8 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
             max_positions=config.max_positions,
             ln_input=config.ln_input,
             include_bias=config.include_bias,
+            null_draws=config.null_draws,
+            null_seed=config.null_seed,
             progress=config.progress,
         )
     result = AnalysisResult(
@@ -255,16 +281,30 @@ def _masked_softmax(logits: Any, causal: bool) -> Any:
     return logits.double().softmax(-1)
 
 
-def _attention_terms(fp: Any, causal: bool) -> PositionalAttentionResult:
+def _attention_terms(
+    fp: Any, causal: bool, baselines: Any, variant: str
+) -> PositionalAttentionResult:
+    """F_P of one variant (``"raw"`` or ``"ln"``) with its metrics and, from
+    ``baselines`` (:class:`~tisa.analysis.baselines.TableNulls` or None), its nulls."""
     from tisa.analysis import metrics
 
     attn = _masked_softmax(fp, causal)
+    nulls = head_nulls = None
+    if baselines is not None:
+        nulls = {
+            "ti_mean": baselines.figures[f"fp_{variant}"],
+            "ti_offdiag_mean": baselines.figures[f"fp_{variant}_offdiag"],
+        }
+        head_nulls = baselines.heads[f"fp_{variant}"]
     return PositionalAttentionResult(
         logits=fp,
         ti=metrics.translation_invariance(fp, causal=causal),
         transpose_symmetry=metrics.transpose_symmetry(fp),
         softmax_locality=metrics.locality(attn),
         softmax_symmetry=metrics.symmetry(attn),
+        ti_offdiag=metrics.translation_invariance(fp, causal=causal, exclude_diagonal=True),
+        nulls=nulls,
+        head_nulls=head_nulls,
     )
 
 
@@ -273,6 +313,7 @@ def _analyze_one(
 ) -> ModelAnalysis:
     """Everything measured on one model."""
     from tisa.analysis import extract, metrics, probes
+    from tisa.analysis.baselines import table_nulls
     from tisa.analysis.loading import load_model
 
     t0 = time.perf_counter()
@@ -300,21 +341,43 @@ def _analyze_one(
             ln_input=config.ln_input,
             include_bias=config.include_bias,
         )
+        baselines = None
+        if config.null_draws:
+            bar.set_postfix_str(f"{name}: nulls of the position table")
+            baselines = table_nulls(
+                model,
+                max_positions=config.max_positions,
+                ln_input=config.ln_input,
+                include_bias=config.include_bias,
+                draws=config.null_draws,
+                seed=config.null_seed,
+            )
+        ti = metrics.translation_invariance
         embeddings = PositionEmbeddingResult(
             length=terms.position.shape[0],
             dim=terms.position.shape[1],
             first_row=terms.settings["first_row"],
-            ti_gram=float(metrics.translation_invariance(terms.gram)),
-            ti_cosine=float(metrics.translation_invariance(terms.cosine)),
+            ti_gram=float(ti(terms.gram)),
+            ti_cosine=float(ti(terms.cosine)),
             cosine_profile=metrics.offset_profile(terms.cosine),
             gram=terms.gram,
             cosine=terms.cosine,
+            ti_gram_offdiag=float(ti(terms.gram, exclude_diagonal=True)),
+            ti_cosine_offdiag=float(ti(terms.cosine, exclude_diagonal=True)),
+            nulls=None
+            if baselines is None
+            else {
+                "ti_gram": baselines.figures["gram"],
+                "ti_gram_offdiag": baselines.figures["gram_offdiag"],
+                "ti_cosine": baselines.figures["cosine"],
+                "ti_cosine_offdiag": baselines.figures["cosine_offdiag"],
+            },
         )
         layer1 = Layer1Result(
             num_heads=terms.fp_raw.shape[0],
             causal=causal,
-            raw=_attention_terms(terms.fp_raw, causal),
-            ln=_attention_terms(terms.fp_ln, causal),
+            raw=_attention_terms(terms.fp_raw, causal, baselines, "raw"),
+            ln=_attention_terms(terms.fp_ln, causal, baselines, "ln"),
             ln_profile=metrics.offset_profile(terms.fp_ln),
         )
     else:
@@ -343,8 +406,17 @@ def _analyze_one(
         if info["absolute_positions"] and length > info["num_positions"]:
             notes.append(f"probe length capped at the model's {info['num_positions']} positions")
             length = info["num_positions"]
+        if config.probe_null_draws and not info["absolute_positions"]:
+            notes.append("no probe nulls: the model has no absolute position table to replace")
+        bar.set_postfix_str(f"{name}: attention probes and their nulls")
         found = probes.attention_probe(
-            model, tokenizer, length=length, num_sequences=config.num_sequences, causal=causal
+            model,
+            tokenizer,
+            length=length,
+            num_sequences=config.num_sequences,
+            causal=causal,
+            null_draws=config.probe_null_draws,
+            null_seed=config.null_seed,
         )
     bar.update(1)
     bar.set_postfix_str(f"{name}: done")

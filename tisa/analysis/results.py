@@ -21,6 +21,7 @@ from torch import Tensor
 
 from tisa.analysis.extract import ScoringProfiles
 from tisa.analysis.metrics import OffsetProfile
+from tisa.analysis.nulls import NullBaselines
 from tisa.analysis.probes import ProbeResult
 from tisa.analysis.training import TrainingTI
 
@@ -38,6 +39,10 @@ def _rounded(t: Tensor, digits: int = 6) -> list:
     return torch.round(t.double(), decimals=digits).tolist()
 
 
+def _null_dict(nulls: Mapping[str, NullBaselines] | None) -> dict[str, Any] | None:
+    return None if nulls is None else {k: v.summary() for k, v in nulls.items()}
+
+
 @dataclass(frozen=True)
 class PositionEmbeddingResult:
     """The position embeddings P of a model.
@@ -51,6 +56,11 @@ class PositionEmbeddingResult:
         cosine_profile: cosine similarity along each diagonal (mean, std) by offset.
         gram: (L, L) P P^T.
         cosine: (L, L) cosine similarities.
+        ti_gram_offdiag: TI of P P^T without its diagonal (the squared norms).
+        ti_cosine_offdiag: TI of the cosine similarities without their diagonal (ones).
+        nulls: ``"ti_gram"``, ``"ti_gram_offdiag"``, ``"ti_cosine"``,
+            ``"ti_cosine_offdiag"`` -> the figure next to both nulls
+            (:mod:`tisa.analysis.baselines`); None when not computed.
     """
 
     length: int
@@ -61,6 +71,9 @@ class PositionEmbeddingResult:
     cosine_profile: OffsetProfile
     gram: Tensor
     cosine: Tensor
+    ti_gram_offdiag: float
+    ti_cosine_offdiag: float
+    nulls: Mapping[str, NullBaselines] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -68,7 +81,10 @@ class PositionEmbeddingResult:
             "dim": self.dim,
             "first_row": self.first_row,
             "ti_gram": self.ti_gram,
+            "ti_gram_offdiag": self.ti_gram_offdiag,
             "ti_cosine": self.ti_cosine,
+            "ti_cosine_offdiag": self.ti_cosine_offdiag,
+            "nulls": _null_dict(self.nulls),
             "cosine_offset_profile": {
                 "offsets": self.cosine_profile.offsets.tolist(),
                 "mean": _rounded(self.cosine_profile.mean),
@@ -87,6 +103,11 @@ class PositionalAttentionResult:
         transpose_symmetry: (H,) similarity of F_P and its transpose (1: f(k) = f(-k)).
         softmax_locality: (H,) locality of softmax(F_P).
         softmax_symmetry: (H,) mirror symmetry of softmax(F_P).
+        ti_offdiag: (H,) TI of each head's F_P without the diagonal (reported to show
+            that F_P's diagonal is not special: :mod:`tisa.analysis.baselines`).
+        nulls: ``"ti_mean"``, ``"ti_offdiag_mean"`` -> the mean over heads next to both
+            nulls; None when not computed.
+        head_nulls: TI of each head next to both nulls; None when not computed.
     """
 
     logits: Tensor
@@ -94,19 +115,33 @@ class PositionalAttentionResult:
     transpose_symmetry: Tensor
     softmax_locality: Tensor
     softmax_symmetry: Tensor
+    ti_offdiag: Tensor
+    nulls: Mapping[str, NullBaselines] | None = None
+    head_nulls: tuple[NullBaselines, ...] | None = None
 
     @property
     def ti_mean(self) -> float:
         """Mean TI over heads."""
         return float(self.ti.mean())
 
+    @property
+    def ti_offdiag_mean(self) -> float:
+        """Mean off-diagonal TI over heads."""
+        return float(self.ti_offdiag.mean())
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "ti": self.ti.tolist(),
             "ti_mean": self.ti_mean,
+            "ti_offdiag": self.ti_offdiag.tolist(),
+            "ti_offdiag_mean": self.ti_offdiag_mean,
             "transpose_symmetry": self.transpose_symmetry.tolist(),
             "softmax_locality": self.softmax_locality.tolist(),
             "softmax_symmetry": self.softmax_symmetry.tolist(),
+            "nulls": _null_dict(self.nulls),
+            "head_nulls": None
+            if self.head_nulls is None
+            else [b.summary() for b in self.head_nulls],
         }
 
 

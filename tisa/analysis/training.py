@@ -6,11 +6,20 @@ then, and Spearman's rank correlation of each TI series with the step and with t
 (a negative rho against the loss: more translation invariant, lower loss). It comes
 
 * from the checkpoints of a Trainer output folder (:func:`ti_over_training`, what
-  ``tisa analyze --checkpoints`` does), or
+  ``tisa analyze --checkpoints`` does), which also gives the off-diagonal TI of P P^T
+  and, with ``null_draws``, every figure's null baselines at every checkpoint
+  (:mod:`tisa.analysis.baselines`), or
 * from the ``ti.jsonl`` that ``tisa pretrain`` writes while it trains
-  (:func:`read_ti_log`; see :class:`tisa.train.callbacks.TranslationInvarianceCallback`).
+  (:func:`read_ti_log`; see :class:`tisa.train.callbacks.TranslationInvarianceCallback`),
+  which holds the three series of :data:`SERIES` only.
 
 Both measure with :meth:`tisa.analysis.extract.PositionalTerms.translation_invariance`.
+
+Why the off-diagonal series matters here: at initialisation the rows of P are random
+with nearly equal norms, so TI(P P^T) with the diagonal starts near its null (about
+E / (E + L)) and falls as training makes the norms unequal, whatever happens to the
+structure between positions. The off-diagonal TI starts near 0 and measures only that
+structure; the random null at each checkpoint shows what the norms alone give.
 """
 
 from __future__ import annotations
@@ -25,10 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from tisa.analysis.extract import LnInput, extract
+from tisa.analysis.nulls import NullBaselines
 from tisa.checkpoints import checkpoint_name, checkpoint_step, list_checkpoints
 from tisa.files import read_jsonl
 
 __all__ = [
+    "NULL_SERIES",
+    "OPTIONAL_SERIES",
     "SERIES",
     "Correlation",
     "TrainingTI",
@@ -40,6 +52,18 @@ __all__ = [
 #: The TI series of a run: P P^T, and the mean over layer-1 heads of TI(F_P) from raw P
 #: and from P through LayerNorm.
 SERIES: tuple[str, ...] = ("ti_gram", "ti_fp_raw", "ti_fp_ln")
+
+#: Series only checkpoints give: TI of P P^T over its entries j != i.
+OPTIONAL_SERIES: tuple[str, ...] = ("ti_gram_offdiag",)
+
+#: Series with null baselines (from checkpoints with ``null_draws``), and the figure of
+#: :class:`tisa.analysis.baselines.TableNulls` each comes from.
+NULL_SERIES: dict[str, str] = {
+    "ti_gram": "gram",
+    "ti_gram_offdiag": "gram_offdiag",
+    "ti_fp_raw": "fp_raw",
+    "ti_fp_ln": "fp_ln",
+}
 
 
 @dataclass(frozen=True)
@@ -89,8 +113,12 @@ class TrainingTI:
         ti_fp_raw: mean over layer-1 heads of TI(F_P), raw P.
         ti_fp_ln: the same through LayerNorm.
         spearman: ``"<series>_vs_step"`` and ``"<series>_vs_eval_loss"`` for each series
-            of :data:`SERIES` -> :class:`Correlation` (None: fewer than 3 points or a
-            constant series).
+            of :data:`SERIES` (and of :data:`OPTIONAL_SERIES` where present) ->
+            :class:`Correlation` (None: fewer than 3 points or a constant series).
+        ti_gram_offdiag: TI of P P^T without its diagonal (None when the source has no
+            such series, e.g. a ``ti.jsonl``).
+        nulls: series of :data:`NULL_SERIES` -> one NullBaselines per checkpoint (None
+            when not computed).
     """
 
     folder: str
@@ -101,18 +129,47 @@ class TrainingTI:
     ti_fp_raw: tuple[float, ...]
     ti_fp_ln: tuple[float, ...]
     spearman: Mapping[str, Correlation | None]
+    ti_gram_offdiag: tuple[float, ...] | None = None
+    nulls: Mapping[str, tuple[NullBaselines, ...]] | None = None
 
     @classmethod
-    def from_rows(cls, folder: str, rows: Iterable[Mapping[str, Any]]) -> TrainingTI:
+    def from_rows(
+        cls,
+        folder: str,
+        rows: Iterable[Mapping[str, Any]],
+        *,
+        nulls: Sequence[Mapping[str, NullBaselines]] | None = None,
+    ) -> TrainingTI:
         """Built from one mapping per checkpoint (keys ``step``, ``eval_loss``, the
-        :data:`SERIES` keys and optionally ``checkpoint``), with the correlations."""
-        rows = sorted(rows, key=lambda r: int(r["step"]))
+        :data:`SERIES` keys, optionally those of :data:`OPTIONAL_SERIES` (in every row or
+        in none) and ``checkpoint``), with the correlations.
+
+        Args:
+            folder: the run's name.
+            rows: one mapping per checkpoint, in any order.
+            nulls: per row (in the order of ``rows``), series -> NullBaselines.
+        """
+        rows = list(rows)
+        if nulls is not None and len(nulls) != len(rows):
+            raise ValueError(f"nulls must have one entry per row: {len(nulls)} for {len(rows)}")
+        order = sorted(range(len(rows)), key=lambda i: int(rows[i]["step"]))
+        rows = [rows[i] for i in order]
         steps = tuple(int(r["step"]) for r in rows)
         series = {key: tuple(float(r[key]) for r in rows) for key in SERIES}
+        for key in OPTIONAL_SERIES:
+            present = [key in r and r[key] is not None for r in rows]
+            if rows and all(present):
+                series[key] = tuple(float(r[key]) for r in rows)
+            elif any(present):
+                raise ValueError(f"rows: {key!r} is in some rows and not in others")
         eval_loss = tuple(
             None if r.get("eval_loss") is None else float(r["eval_loss"]) for r in rows
         )
         against = {"step": steps, "eval_loss": eval_loss}
+        per_series = None
+        if nulls is not None and rows:
+            ordered = [nulls[i] for i in order]
+            per_series = {k: tuple(n[k] for n in ordered) for k in NULL_SERIES if k in series}
         return cls(
             folder=folder,
             steps=steps,
@@ -123,8 +180,16 @@ class TrainingTI:
                 for key, values in series.items()
                 for name in ("step", "eval_loss")
             },
+            nulls=per_series,
             **series,
         )
+
+    def series(self) -> dict[str, tuple[float, ...]]:
+        """Every TI series this run has: :data:`SERIES`, then those of
+        :data:`OPTIONAL_SERIES` that are present."""
+        out = {key: getattr(self, key) for key in SERIES}
+        out.update({k: getattr(self, k) for k in OPTIONAL_SERIES if getattr(self, k) is not None})
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (the ``training`` entry of ``tisa analyze``'s metrics.json)."""
@@ -135,6 +200,10 @@ class TrainingTI:
             "ti_gram": list(self.ti_gram),
             "ti_fp_raw": list(self.ti_fp_raw),
             "ti_fp_ln": list(self.ti_fp_ln),
+            "ti_gram_offdiag": None if self.ti_gram_offdiag is None else list(self.ti_gram_offdiag),
+            "nulls": None
+            if self.nulls is None
+            else {k: [b.summary() for b in v] for k, v in self.nulls.items()},
             "spearman": {k: None if c is None else c.to_dict() for k, c in self.spearman.items()},
             "folder": self.folder,
         }
@@ -167,18 +236,24 @@ def ti_over_training(
     max_positions: int | None = None,
     ln_input: LnInput = "position+type",
     include_bias: bool = False,
+    null_draws: int = 0,
+    null_seed: int = 0,
     progress: bool = True,
 ) -> TrainingTI:
     """Translation invariance of every ``checkpoint-<step>/`` in a Trainer output folder.
 
-    For each checkpoint: TI of P P^T, the mean over layer-1 heads of TI(F_P) (raw and
-    through LayerNorm), and the ``eval_loss`` logged at that step in the checkpoint's
-    ``trainer_state.json`` (or the last one before it; None if never evaluated).
+    For each checkpoint: TI of P P^T with and without its diagonal, the mean over layer-1
+    heads of TI(F_P) (raw and through LayerNorm), and the ``eval_loss`` logged at that
+    step in the checkpoint's ``trainer_state.json`` (or the last one before it; None if
+    never evaluated); with ``null_draws``, each figure's nulls at that checkpoint.
 
     Args:
         checkpoint_dir: folder holding ``checkpoint-<step>/`` subfolders.
-        max_positions: positions analysed (default: the full table).
+        max_positions: positions analysed (default: the full table; pass the training
+            length, since rows beyond it keep their initialisation).
         ln_input, include_bias: see :func:`tisa.analysis.extract.positional_logits`.
+        null_draws: null tables per null and checkpoint (0: no nulls; else >= 2).
+        null_seed: generator seed of the null tables.
         progress: show a progress bar.
 
     Raises:
@@ -186,8 +261,14 @@ def ti_over_training(
     """
     from tqdm.auto import tqdm
 
+    from tisa._validate import check_int
+    from tisa.analysis.baselines import table_nulls
     from tisa.analysis.loading import load_model
+    from tisa.analysis.metrics import translation_invariance
 
+    if check_int(null_draws, "null_draws", minimum=0) == 1:
+        raise ValueError("null_draws must be 0 (no nulls) or >= 2, got 1")
+    check_int(null_seed, "null_seed", minimum=0)
     folder = Path(checkpoint_dir)
     if not folder.is_dir():
         raise ValueError(f"checkpoint_dir must be an existing folder, got {str(checkpoint_dir)!r}")
@@ -196,7 +277,7 @@ def ti_over_training(
         raise ValueError(
             f"checkpoint_dir {str(checkpoint_dir)!r} holds no 'checkpoint-<step>' folders"
         )
-    rows = []
+    rows, nulls = [], []
     for path in tqdm(found, desc="checkpoints", disable=not progress, leave=False):
         step = checkpoint_step(path)
         model, _ = load_model(path, tokenizer=False, eager=False)
@@ -210,11 +291,22 @@ def ti_over_training(
                 "checkpoint": path.name,
                 "eval_loss": _eval_loss(path, step),
                 "ti_gram": ti.gram,
+                "ti_gram_offdiag": float(translation_invariance(terms.gram, exclude_diagonal=True)),
                 "ti_fp_raw": ti.fp_raw_mean,
                 "ti_fp_ln": ti.fp_ln_mean,
             }
         )
-    return TrainingTI.from_rows(folder.name, rows)
+        if null_draws:
+            found_nulls = table_nulls(
+                model,
+                max_positions=max_positions,
+                ln_input=ln_input,
+                include_bias=include_bias,
+                draws=null_draws,
+                seed=null_seed,
+            )
+            nulls.append({k: found_nulls.figures[v] for k, v in NULL_SERIES.items()})
+    return TrainingTI.from_rows(folder.name, rows, nulls=nulls if null_draws else None)
 
 
 def read_ti_log(path: str | os.PathLike[str], *, evaluated_only: bool = False) -> TrainingTI:

@@ -25,34 +25,51 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_summary(result: AnalysisResult, *, total_s: float) -> None:
-    """The models' main TI values as a table on the terminal, and the files written."""
+    """The models' main TI values on the terminal, each next to its nulls, and the files
+    written.
+
+    One table per model, one row per figure (narrow enough for 80 columns): TI, the mean
+    ± std of the random-directions and shuffled-rows nulls where they were computed, and
+    the lower of the two z-scores. "off-diag.": TI over the entries j != i, the figure to
+    read where the diagonal scores for any table (P P^T, cos(P), the probes).
+    """
     from rich.console import Console
     from rich.table import Table
 
-    def fmt(x: float | None) -> str:
-        return "-" if x is None else f"{x:.3f}"
+    from tisa.reports.training import format_z
 
-    def probe(m, name: str) -> float | None:
-        return None if m.probes is None else float(m.probes[name].ti.mean())
+    def null(c) -> str:
+        return f"{c.mean:.3f} ± {c.std:.3f}"
 
-    table = Table(title="translation invariance (TI, 1 = Toeplitz)")
-    for col in ("model", "TI P P^T", "TI F_P raw", "TI F_P LN", "probe TI rep.", "probe TI sent."):
-        if col == "model":
-            table.add_column(col, overflow="fold", min_width=12)
-        else:
-            table.add_column(col, justify="right")
-    for m in result.models:
-        pe, l1 = m.position_embeddings, m.layer1
-        table.add_row(
-            m.name,
-            fmt(pe and pe.ti_gram),
-            fmt(l1 and l1.raw.ti_mean),
-            fmt(l1 and l1.ln.ti_mean),
-            fmt(probe(m, "repeated")),
-            fmt(probe(m, "sentences")),
-        )
     console = Console(stderr=False)
-    console.print(table)
+    for m in result.models:
+        table = Table(title=f"{m.name}: translation invariance (TI, 1 = Toeplitz), nulls")
+        table.add_column("figure", no_wrap=True)
+        for col in ("TI", "random null", "shuffled null", "z"):
+            table.add_column(col, justify="right", no_wrap=True)
+        pe, l1, probes = m.position_embeddings, m.layer1, m.probes or {}
+        rows = []  # (figure, value, NullBaselines or None)
+        if pe is not None:
+            pn = pe.nulls or {}
+            rows += [
+                ("P P^T", pe.ti_gram, pn.get("ti_gram")),
+                ("P P^T off-diag.", pe.ti_gram_offdiag, pn.get("ti_gram_offdiag")),
+                ("cos(P) off-diag.", pe.ti_cosine_offdiag, pn.get("ti_cosine_offdiag")),
+            ]
+        if l1 is not None:
+            for label, terms in (("F_P raw", l1.raw), ("F_P LN", l1.ln)):
+                rows.append((label, terms.ti_mean, (terms.nulls or {}).get("ti_mean")))
+        for key, label in (("repeated", "probe rep."), ("sentences", "probe sent.")):
+            if key in probes:
+                p = probes[key]
+                b = None if p.nulls is None else p.nulls.mean["ti_offdiag"]
+                rows.append((f"{label} off-diag.", float(p.ti_offdiag.mean()), b))
+        for figure, value, b in rows:
+            cells = ["-", "-", "-"]
+            if b is not None:
+                cells = [null(b.random), null(b.shuffled), format_z(min(b.random.z, b.shuffled.z))]
+            table.add_row(figure, f"{value:.3f}", *cells)
+        console.print(table)
     for f in result.files:
         if f.suffix in (".html", ".json"):
             console.print(f"wrote {f}")
