@@ -152,3 +152,21 @@ def test_command_line_defaults_are_the_configs():
     assert custom.distill == DistillSettings(steps=7, train="scoring")
     with pytest.raises(ValueError, match="fold_positions: expected an integer or 'none'"):
         parsed("m", "--fold-positions", "many")
+
+
+def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts, tmp_path):
+    """``--steps 0``: the documented fit-only conversion runs and records no curve."""
+    out = tmp_path / "fit-only"
+    args = ["convert", tiny_bert, "--output-dir", str(out), "--steps", "0", "--no-progress"]
+    args += ["--fit-length", "32", "--fit-blocks", "2", "--eval-texts", "10", "--lengths", "128"]
+    args += ["--train-file", texts[0], "--eval-file", texts[1], "--max-sts-pairs", "20"]
+    if GLUE_DIR.is_dir():
+        args += ["--glue-dir", str(GLUE_DIR)]
+    assert main(args) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["distillation"] == []
+    assert metrics["settings"]["distill"]["steps"] == 0
+    assert metrics["positional_parameters"]["converted"]["absolute"] == 0
+    assert (out / "model" / "config.json").is_file()
+    with pytest.raises(ValueError, match="steps must be an integer >= 0, got -1"):
+        DistillSettings(steps=-1)

@@ -73,7 +73,7 @@ class DistillSettings:
     save_every: int = 50
 
     def __post_init__(self) -> None:
-        check_int(self.steps, "steps")
+        check_int(self.steps, "steps", minimum=0)
         check_int(self.tokens_per_batch, "tokens_per_batch")
         check_int(self.min_length, "min_length", minimum=4)
         check_int(self.max_length, "max_length", minimum=4)
