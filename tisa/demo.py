@@ -392,6 +392,8 @@ def _conversion_section(out: Path, config: DemoConfig, summary_rows: list[list])
 
     from tisa.convert.convert import ConvertConfig, convert
     from tisa.convert.distill import DistillSettings
+    from tisa.reports.convert import SUMMARY_COLUMNS
+    from tisa.reports.convert import summary_rows as conversion_rows
 
     steps = config.convert_steps
     result = convert(  # a finished conversion in the folder is reused as it is
@@ -415,31 +417,8 @@ def _conversion_section(out: Path, config: DemoConfig, summary_rows: list[list])
     )
     m = result.metrics
     defaults = ConvertConfig(model="defaults")  # only its default settings are read
-    orig, fitted, conv = m["original"], m["fitted"], m["converted"]
-    pos = m["positional_parameters"]
-    rows = [
-        [
-            "original",
-            orig.get("sts_spearman"),
-            None,
-            pos["original"]["absolute"],
-            pos["original"]["tisa"],
-        ],
-        [
-            "fitted kernels, before distillation",
-            fitted.get("sts_spearman"),
-            fitted["fidelity"]["mean"],
-            pos["converted"]["absolute"],
-            pos["converted"]["tisa"],
-        ],
-        [
-            f"converted ({steps} distillation steps)",
-            conv.get("sts_spearman"),
-            conv["fidelity"]["mean"],
-            pos["converted"]["absolute"],
-            pos["converted"]["tisa"],
-        ],
-    ]
+    orig, conv = m["original"], m["converted"]
+    rows = conversion_rows(m, converted=f"converted ({steps} distillation steps)")
     sts_pairs = m["settings"]["max_sts_pairs"]
     if "sts_spearman" in orig:
         summary_rows.append(
@@ -485,16 +464,7 @@ def _conversion_section(out: Path, config: DemoConfig, summary_rows: list[list])
             f"The conversion's own report is {result.report.parent.name}/report.html.",
         ],
         tables=[
-            Table(
-                [
-                    "model",
-                    "STS-B Spearman",
-                    "fidelity (mean cosine)",
-                    "absolute positional parameters",
-                    "TISA parameters",
-                ],
-                rows,
-            ),
+            Table(list(SUMMARY_COLUMNS), rows),
             Table(["tokens", "agreement", "seconds", "peak MiB", "finite"], length_rows),
         ],
     )

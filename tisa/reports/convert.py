@@ -18,7 +18,52 @@ from tisa.convert.student import LayerFit
 from tisa.reports.figures import figure_png
 from tisa.reports.html import Image, Section, Table, write_report
 
-__all__ = ["distillation_figure", "length_figure", "profile_grid", "write_convert_report"]
+__all__ = [
+    "SUMMARY_COLUMNS",
+    "distillation_figure",
+    "length_figure",
+    "profile_grid",
+    "summary_rows",
+    "write_convert_report",
+]
+
+#: Columns of :func:`summary_rows`.
+SUMMARY_COLUMNS = (
+    "model",
+    "STS-B dev Spearman",
+    "fidelity (mean cosine)",
+    "absolute params",
+    "TISA params",
+)
+
+
+def summary_rows(metrics: dict[str, Any], *, converted: str = "converted") -> list[list[Any]]:
+    """Original, fitted and converted model: STS-B, fidelity and positional parameters.
+
+    Args:
+        metrics: a conversion's metrics.json.
+        converted: the label of the converted model's row.
+    """
+    pos = metrics["positional_parameters"]
+    orig, fitted, conv = metrics["original"], metrics["fitted"], metrics["converted"]
+    before, after = pos["original"], pos["converted"]
+    return [
+        ["original", orig.get("sts_spearman"), None, before["absolute"], before["tisa"]],
+        [
+            "fitted (before distillation)",
+            fitted.get("sts_spearman"),
+            fitted["fidelity"]["mean"],
+            after["absolute"],
+            after["tisa"],
+        ],
+        [
+            converted,
+            conv.get("sts_spearman"),
+            conv["fidelity"]["mean"],
+            after["absolute"],
+            after["tisa"],
+        ],
+    ]
 
 
 def profile_grid(fit: LayerFit, *, max_offset: int = 64) -> Figure:
@@ -100,34 +145,10 @@ def _pct(x: float | None) -> str:
 
 def write_convert_report(path: str | Path, metrics: dict[str, Any], fit: LayerFit) -> Path:
     """Writes the report of one conversion (``metrics`` as in metrics.json)."""
-    pos = metrics["positional_parameters"]
-    orig, fitted, conv = metrics["original"], metrics["fitted"], metrics["converted"]
-    has_sts = "sts_spearman" in orig
-    rows = [
-        [
-            "original",
-            orig.get("sts_spearman"),
-            None,
-            pos["original"]["absolute"],
-            pos["original"]["tisa"],
-        ],
-        [
-            "fitted (before distillation)",
-            fitted.get("sts_spearman"),
-            fitted["fidelity"]["mean"],
-            pos["converted"]["absolute"],
-            pos["converted"]["tisa"],
-        ],
-        [
-            "converted",
-            conv.get("sts_spearman"),
-            conv["fidelity"]["mean"],
-            pos["converted"]["absolute"],
-            pos["converted"]["tisa"],
-        ],
-    ]
+    has_sts = "sts_spearman" in metrics["original"]
+    rows = summary_rows(metrics)
     summary = Table(
-        ["model", "STS-B dev Spearman", "fidelity (mean cosine)", "absolute params", "TISA params"],
+        list(SUMMARY_COLUMNS),
         rows,
         digits=4,
         caption=f"{metrics['model']}: converted / original STS-B = {_pct(metrics['sts_relative'])}",
