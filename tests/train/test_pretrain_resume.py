@@ -162,6 +162,7 @@ _KILL_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # two full runs; the kill-and-resume equality is in the default tier
 def test_a_logging_window_across_a_resume_logs_the_same_losses(tmp_path):
     """Logging every 3 steps and saving every 4: the window 4-6 would span the resume
     at 4; the loss is logged at every checkpoint, so every logged loss is the same."""
