@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModel, GPT2Config, GPT2Model
+from transformers import AutoModel, AutoTokenizer, GPT2Config, GPT2Model
 
 import tisa.hf
 from tisa.cli import main
@@ -67,6 +67,8 @@ def test_writes_a_model_that_reloads_and_runs_beyond_the_table(converted, tiny_b
     with torch.no_grad():
         hidden = reloaded(input_ids=ids).last_hidden_state
     assert hidden.shape == (1, 200, 16) and torch.isfinite(hidden).all()
+    tokenizer = AutoTokenizer.from_pretrained(result.model_dir)
+    assert tokenizer.model_max_length > 10**9  # no limit: the model has none
     assert not (out / "checkpoint").exists()  # removed once the run is finished
 
 

@@ -318,7 +318,16 @@ def convert(config: ConvertConfig) -> ConvertResult:
     staging = out / "model.staging"
     shutil.rmtree(staging, ignore_errors=True)
     student.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
+    # The converted model has no length limit, so neither has its tokenizer: otherwise it
+    # warns of indexing errors past the original's table (transformers' "no limit" value).
+    from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
+
+    saved_limit = tokenizer.model_max_length
+    tokenizer.model_max_length = VERY_LARGE_INTEGER
+    try:
+        tokenizer.save_pretrained(staging)
+    finally:
+        tokenizer.model_max_length = saved_limit
     if (out / "model").exists():
         shutil.rmtree(out / "model")
     staging.rename(out / "model")
