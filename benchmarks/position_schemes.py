@@ -283,7 +283,7 @@ def _losses(results, label: str, lengths: list[int]) -> dict[int, float | None]:
 
 
 def _targets(runs: dict[str, dict], lengths: list[int]) -> dict[str, dict[str, Any]]:
-    """Issue 13's targets per run: within 3% of its own training-length loss at 8x and 5%
+    """The extrapolation targets per run: within 3% of its own training-length loss at 8x and 5%
     at 16x, at or below ALiBi at every length, at or below the RBF scorer (``tisa``) at the
     training length, under 1% of the absolute table's positional parameters."""
     first = lengths[0]
@@ -373,7 +373,7 @@ def _markdown(summary: dict, lengths: list[int]) -> str:
     out = markdown_table(columns, rows, align="l" + "r" * (len(columns) - 1))
     targets = summary.get("targets") or {}
     if targets:
-        out += "\nTargets (issue 13) met per run: "
+        out += "\nExtrapolation targets met per run: "
         out += ", ".join(
             f"{k}: {'all' if t['all'] else ' '.join(n for n, v in t.items() if v is True) or '-'}"
             for k, t in targets.items()
