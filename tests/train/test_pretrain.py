@@ -14,34 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.train.tiny import (
+    TINY,
+    tokenizer_cache,  # noqa: F401  (module-wide fixture)
+)
 from tisa.checkpoints import latest_checkpoint
 from tisa.files import read_jsonl
 from tisa.train.masked_lm import load_masked_lm
 from tisa.train.pretrain import PretrainConfig, pretrain, pretrain_or_reuse
 
 REPO = Path(__file__).resolve().parents[2]
-
-#: A run that takes a few seconds: tiny model, short blocks, a slice of Penn Treebank.
-TINY = dict(
-    size="tiny",
-    seq_len=32,
-    batch_size=8,
-    max_train_blocks=48,
-    max_eval_blocks=8,
-    vocab_size=600,
-    max_positions=64,
-    logging_steps=1,
-    progress=False,
-    tensorboard=False,
-)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def tokenizer_cache(tmp_path_factory):
-    """Runs of this module share one tokenizer cache (and so one tokenizer) in tmp."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TISA_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        yield
 
 
 # ----------------------------------------------------------------------------- configs

@@ -16,34 +16,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.train.tiny import TINY as TINY_RUN
+from tests.train.tiny import tokenizer_cache  # noqa: F401  (module-wide fixture)
 from tisa.files import read_jsonl
 from tisa.train.pretrain import PretrainConfig, pretrain
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: A run of a few seconds: tiny model, short blocks, a slice of Penn Treebank.
-TINY = dict(
-    size="tiny",
-    seq_len=32,
-    batch_size=8,
-    max_train_blocks=48,
-    max_eval_blocks=8,
-    vocab_size=600,
-    max_positions=64,
-    logging_steps=1,
-    progress=False,
-    tensorboard=False,
-    seed=3,
-)
+#: The shared tiny run, with a seed of its own.
+TINY = dict(TINY_RUN, seed=3)
 SIX = dict(TINY, max_steps=6, save_steps=3, eval_steps=3)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def tokenizer_cache(tmp_path_factory):
-    """Runs of this module share one tokenizer cache (and so one tokenizer) in tmp."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("TISA_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-        yield
 
 
 @pytest.fixture(scope="module")
