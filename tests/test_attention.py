@@ -56,7 +56,7 @@ def test_sdpa_forward_and_gradients_match_eager(length, case):
         for t in (q, k, v, *s.parameters()):
             t.grad = None
         out = attention(q, k, v, s, mask=mask, causal=causal, backend=backend)
-        out.backward(torch.randn_like(out, generator=torch.Generator().manual_seed(1)))
+        out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(1)))
         results[backend] = [out.detach(), q.grad, k.grad, v.grad] + [
             p.grad.clone() for p in s.parameters()
         ]
@@ -347,7 +347,7 @@ def test_fully_masked_rows_behave_as_stock_sdpa(backend, case):
             out = stock_sdpa(q, k, v, bias.table(s, 7, 7), mask, causal)
         else:
             out = attention(q, k, v, s, mask=mask, causal=causal, backend=backend)
-        out.backward(torch.randn_like(out, generator=torch.Generator().manual_seed(2)))
+        out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(2)))
         results[name] = [out.detach(), q.grad, k.grad, v.grad] + [
             p.grad.clone() for p in s.parameters()
         ]
@@ -427,7 +427,7 @@ def test_sdpa_backward_in_many_blocks_matches_eager(monkeypatch, plan, case):
         for t in (q, k, v, *s.parameters()):
             t.grad = None
         out = attention(q, k, v, s, mask=mask, causal="causal" in case, backend=backend)
-        out.backward(torch.randn_like(out, generator=torch.Generator().manual_seed(1)))
+        out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(1)))
         grads[backend] = [out.detach(), q.grad, k.grad, v.grad] + [
             p.grad.clone() for p in s.parameters()
         ]
@@ -534,7 +534,7 @@ def test_a_table_that_masks_trains_like_eager():
         for t in (q, k, v, window):
             t.grad = None
         out = attention(q, k, v, window, mask=keep, backend=backend)
-        out.backward(torch.randn_like(out, generator=torch.Generator().manual_seed(1)))
+        out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(1)))
         grads[backend] = [out.detach(), q.grad, k.grad, v.grad, window.grad]
     assert (grads["sdpa"][0][0, :, :4] == 0).all()
     for a, e in zip(grads["sdpa"], grads["eager"]):

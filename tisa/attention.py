@@ -465,7 +465,6 @@ def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan) -> Tensor:
     b, h, lq, _ = q.shape
     lk = k.shape[-2]
     out = q.new_empty(b, h, lq, v.shape[-1])
-    reverse = torch.arange(lq - 1, -1, -1, device=q.device)
     for bs, hs, start, stop in _blocks(_forward_plan(q, k, add, plan), b, h, lq):
         attn_mask = bias_lib.reversed_rows(tab[hs], lq, lk, start, stop)[None]  # (1, h, R, Lk)
         if add is not None:
@@ -478,8 +477,10 @@ def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan) -> Tensor:
             dropout_p=dropout_p,
             scale=scale,
         )
-        # written back in original row order, without a flipped temporary
-        out[bs, hs].index_copy_(2, reverse[lq - stop : lq - start], block)
+        # back in original row order: flipping the block while it is still in cache and
+        # copying it is faster than index_copy_ (2 threads, L = 512: 1.09-1.12x of SDPA
+        # without bias against 1.11-1.15x, median of 41 in one process, three times)
+        out[bs, hs, start:stop] = block.flip(2)
     return out
 
 
