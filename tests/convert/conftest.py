@@ -3,40 +3,14 @@ conversion tests."""
 
 from __future__ import annotations
 
-import string
-
 import pytest
 
-WORDS = "the a an of to in is was and that it for on with as by at from be are not has he".split()
-HEADS, LAYERS, POSITIONS, HIDDEN = 4, 2, 64, 16
+from tests.tiny_bert import save_tiny_bert
 
 
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> str:
-    from transformers import BertConfig, BertModel, BertTokenizerFast, set_seed
-
-    path = tmp_path_factory.mktemp("tiny-bert-convert")
-    chars = string.ascii_lowercase + string.digits
-    vocab = list(
-        dict.fromkeys(
-            ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *string.punctuation]
-            + [f"##{c}" for c in chars]
-            + WORDS
-        )
-    )
-    (path / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    BertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=True).save_pretrained(path)
-    set_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=HIDDEN,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS,
-        intermediate_size=32,
-        max_position_embeddings=POSITIONS,
-    )
-    BertModel(config).save_pretrained(path)
-    return str(path)
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert-convert"), "BertModel")
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ import math
 import os
 import re
 import signal
-import string
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,8 @@ from pathlib import Path
 import pytest
 from transformers import TrainerCallback
 
+from tests.tiny_bert import HEADS, HIDDEN, LAYERS, POSITIONS, save_tiny_bert
+from tests.tiny_bert import WORDS as TINY_WORDS
 from tisa.checkpoints import checkpoint_problems
 from tisa.train.glue import (
     GlueConfig,
@@ -37,42 +38,18 @@ REPO = Path(__file__).resolve().parents[2]
 GLUE_DIR = REPO.parent / "shared" / "data" / "glue"
 needs_glue = pytest.mark.skipif(not GLUE_DIR.is_dir(), reason="shared GLUE data not present")
 
-WORDS = (
-    "the a an of to in is was and that it for on with as by at from be are not has he she".split()
-)
-HEADS, LAYERS, POSITIONS, HIDDEN = 4, 2, 64, 16
+WORDS = (*TINY_WORDS, "she")
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> str:
-    """A random 2-layer BERT (hidden 16, 4 heads, 64 positions) and a WordPiece tokenizer
-    built from a small vocabulary (letters, digits, punctuation, a few words), saved
-    together."""
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizer, set_seed
-
-    path = tmp_path_factory.mktemp("tiny-bert")
-    chars = string.ascii_lowercase + string.digits
-    vocab = list(
-        dict.fromkeys(
-            ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *string.punctuation]
-            + [f"##{c}" for c in chars]
-            + WORDS
-        )
+    """A random 2-layer BERT (hidden 16, 4 heads, 64 positions) for sequence
+    classification, saved with its WordPiece tokenizer."""
+    return save_tiny_bert(
+        tmp_path_factory.mktemp("tiny-bert"),
+        "BertForSequenceClassification",
+        words=WORDS,
     )
-    tokenizer = BertTokenizer(vocab={t: i for i, t in enumerate(vocab)}, do_lower_case=True)
-    assert tokenizer.tokenize("The cat") == ["the", "c", "##a", "##t"]
-    tokenizer.save_pretrained(path)
-    set_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab),
-        hidden_size=HIDDEN,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS,
-        intermediate_size=32,
-        max_position_embeddings=POSITIONS,
-    )
-    BertForSequenceClassification(config).save_pretrained(path)
-    return str(path)
 
 
 def _rte_config(model: str, out: Path, **overrides) -> GlueConfig:

@@ -176,14 +176,18 @@ def _sts(glue_dir: str | None, limit: int | None):
 
 
 def _evaluate(original, model, tokenizer, sts, texts) -> dict[str, Any]:
-    """STS-B Spearman of ``model`` (``None``: of the original) and its fidelity."""
+    """STS-B Spearman of ``model`` (``None``: of the original) and its fidelity, on inputs
+    cut at 128 tokens, or at the original's positions when it has fewer."""
+    from tisa.analysis.extract import num_positions
     from tisa.convert.evaluate import fidelity, sts_spearman
 
+    length = min(128, num_positions(original))
     out: dict[str, Any] = {}
     if model is not None:
-        out["fidelity"] = fidelity(original, model, tokenizer, texts)
+        out["fidelity"] = fidelity(original, model, tokenizer, texts, max_length=length)
     if sts is not None:
-        out["sts_spearman"] = sts_spearman(original if model is None else model, tokenizer, *sts)
+        scored = original if model is None else model
+        out["sts_spearman"] = sts_spearman(scored, tokenizer, *sts, max_length=length)
     return out
 
 
