@@ -277,6 +277,22 @@ def test_pretrain_or_reuse_reuses_a_finished_run(tiny_run):
         pretrain_or_reuse(longer, must_match=("max_steps",))
 
 
+def test_pretrain_or_reuse_compares_bf16_as_trained(tiny_run):
+    """bf16=None is the machine's choice: a run trained with it matches the explicit value
+    the machine chose (and an older run that saved bf16=True matches None there)."""
+    from tisa.train.precision import resolve_bf16
+
+    native = resolve_bf16(None)
+    for bf16 in (None, native):
+        config = PretrainConfig(
+            output_dir=str(tiny_run), max_steps=6, save_steps=3, bf16=bf16, **TINY
+        )
+        assert pretrain_or_reuse(config, must_match=("max_steps", "bf16")) == tiny_run
+    other = PretrainConfig(output_dir=str(tiny_run), max_steps=6, bf16=not native, **TINY)
+    with pytest.raises(ValueError, match=f"bf16={native}; use another output folder"):
+        pretrain_or_reuse(other, must_match=("bf16",))
+
+
 def test_tensorboard_logs_go_to_the_run_folder(tmp_path):
     """The Trainer's output_dir is the staging folder; TensorBoard still logs under runs/."""
     pytest.importorskip("tensorboard")

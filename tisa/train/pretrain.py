@@ -475,8 +475,14 @@ def pretrain_or_reuse(config: PretrainConfig, *, must_match: Sequence[str] = ())
     run = Path(config.output_dir)
     status = run_status(run, finished="results.json")  # written last, after model/
     if status.action == "reuse":
-        trained = json.loads((run / "pretrain_config.json").read_text())["config"]
+        facts = json.loads((run / "pretrain_config.json").read_text())
+        trained = dict(facts["config"])
         current = config.to_dict()  # the JSON form, as saved
+        if "bf16" in must_match:  # compared as trained: bf16=None means the machine's choice
+            from tisa.train.precision import resolve_bf16
+
+            trained["bf16"] = facts.get("bf16", trained.get("bf16"))
+            current["bf16"] = resolve_bf16(current["bf16"])
         changed = [k for k in must_match if trained.get(k) != current[k]]
         if changed:
             there = ", ".join(f"{k}={trained.get(k)!r}" for k in changed)
