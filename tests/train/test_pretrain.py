@@ -48,6 +48,15 @@ def test_config_rejects_bad_input(kwargs, match):
         PretrainConfig(output_dir="run", **kwargs)
 
 
+def test_position_help_names_every_scheme():
+    from tisa.cli.args import field_help
+    from tisa.train.masked_lm import POSITIONS
+
+    listed = field_help(PretrainConfig)["position"].split(":")[-1]
+    named = {word.strip(" .") for word in listed.split(",")}
+    assert named == set(POSITIONS)
+
+
 def test_config_allows_long_sequences_without_absolute_table():
     PretrainConfig(output_dir="run", position="tisa", seq_len=1024, max_positions=512)
 
