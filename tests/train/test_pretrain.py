@@ -19,8 +19,9 @@ from tests.train.tiny import (
     tokenizer_cache,  # noqa: F401  (module-wide fixture)
 )
 from tisa.checkpoints import latest_checkpoint
+from tisa.cli.args import field_help
 from tisa.files import read_jsonl
-from tisa.train.masked_lm import load_masked_lm
+from tisa.train.masked_lm import POSITIONS, load_masked_lm
 from tisa.train.pretrain import PretrainConfig, pretrain, pretrain_or_reuse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,9 +50,6 @@ def test_config_rejects_bad_input(kwargs, match):
 
 
 def test_position_help_names_every_scheme():
-    from tisa.cli.args import field_help
-    from tisa.train.masked_lm import POSITIONS
-
     listed = field_help(PretrainConfig)["position"].split(":")[-1]
     named = {word.strip(" .") for word in listed.split(",")}
     assert named == set(POSITIONS)
