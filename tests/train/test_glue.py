@@ -30,6 +30,7 @@ from tisa.train.glue import (
     summarize,
     summary_markdown,
 )
+from tisa.train.glue_results import parity_comparison, parity_markdown
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -684,3 +685,34 @@ def test_output_dir_that_is_a_file_fails_at_once(tiny_model, tmp_path):
     with pytest.raises(ValueError, match=r"output_dir: '.*taken' is a file, expected a folder"):
         run_glue(GlueConfig(model=tiny_model, tasks=("rte",), output_dir=str(taken)))
     assert taken.read_text() == "results of something else"
+
+
+def test_parity_against_reference_figures():
+    runs = [
+        _run("rte", "none", 1, 0.545),
+        _run("rte", "none", 2, 0.567),
+        _run("rte", "none", 3, 0.556),
+        _run("rte", "keep", 1, 0.90),  # another variant: not compared
+        _run("cola", "none", 1, 0.20, {"matthews_corr": 0.20}),
+    ]
+    reference = {
+        "rte": {"accuracy": (0.558, 0.008, 3)},
+        "cola": {"matthews_corr": (0.294, None, 1)},
+        "stsb": {"pearson": (0.849, None, 1)},  # no runs: no row
+    }
+    rows = {r["task"]: r for r in parity_comparison(runs, "none", reference)}
+    assert set(rows) == {"rte", "cola"}
+    rte = rows["rte"]
+    assert rte["seeds"] == 3 and rte["mean"] == pytest.approx(0.556)
+    assert rte["sd"] == pytest.approx(0.011)
+    assert rte["diff"] == pytest.approx(-0.002)
+    assert rte["noise"] == pytest.approx(2 * (0.011**2 / 3 + 0.008**2 / 3) ** 0.5)
+    assert rte["within_noise"] is True
+    far = parity_comparison(
+        [_run("rte", "none", s, 0.70 + s / 1000) for s in (1, 2, 3)], "none", reference
+    )
+    assert far[0]["within_noise"] is False  # 14 points above a spread of about 1
+    assert rows["cola"]["within_noise"] is None  # one seed: no spread known
+    table = parity_markdown(list(rows.values()), "stock Trainer")
+    assert "| rte | accuracy | 55.6 ± 1.1 (3) | 55.8 ± 0.8 (3) | -0.2 |" in table
+    assert "n/a (one seed)" in table

@@ -19,6 +19,8 @@ import numpy as np
 
 __all__ = [
     "paired_comparison",
+    "parity_comparison",
+    "parity_markdown",
     "relative_error_reduction",
     "summarize",
     "summary_csv",
@@ -266,3 +268,80 @@ def summary_csv(summary: Sequence[dict[str, Any]]) -> str:
             {k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
         )
     return buffer.getvalue()
+
+
+def parity_comparison(
+    runs: Sequence[dict[str, Any]],
+    variant: str,
+    reference: dict[str, dict[str, tuple[float, float | None, int]]],
+) -> list[dict[str, Any]]:
+    """Compares one variant's runs with reference figures measured elsewhere on the same
+    settings (e.g. the stock Hugging Face Trainer), metric by metric.
+
+    Args:
+        runs: result dicts of single runs (keys task, variant, seed, metrics).
+        variant: the variant to check (e.g. ``"none"``).
+        reference: task -> metric -> ``(mean, sd, seeds)`` of the reference; ``sd`` is
+            None for a single seed.
+
+    Returns:
+        One row per reference metric that the variant has runs for: task, metric, seeds,
+        mean and sd (ddof 1) over the variant's seeds, the reference's mean, sd and seeds,
+        ``diff`` (variant - reference), ``noise`` (two standard errors of that difference,
+        ``2 * sqrt(sd**2 / n + ref_sd**2 / ref_n)``; a one-seed reference borrows the
+        variant's sd) and ``within_noise`` (``|diff| <= noise``; None with one seed of the
+        variant, where no spread is known).
+    """
+    rows = []
+    for task, metrics in reference.items():
+        mine = [r for r in runs if r["task"] == task and r["variant"] == variant]
+        for metric, (ref_mean, ref_sd, ref_n) in metrics.items():
+            values = np.array([r["metrics"][metric] for r in mine if metric in r["metrics"]])
+            values = values[~np.isnan(values)]
+            if not len(values):
+                continue
+            sd = float(values.std(ddof=1)) if len(values) > 1 else float("nan")
+            ref_spread = sd if ref_sd is None else ref_sd
+            noise = 2 * math.sqrt(sd**2 / len(values) + ref_spread**2 / ref_n)
+            diff = float(values.mean()) - ref_mean
+            rows.append(
+                {
+                    "task": task,
+                    "metric": metric,
+                    "seeds": len(values),
+                    "mean": float(values.mean()),
+                    "sd": sd,
+                    "reference_mean": ref_mean,
+                    "reference_sd": ref_sd,
+                    "reference_seeds": ref_n,
+                    "diff": diff,
+                    "noise": noise,
+                    "within_noise": None if math.isnan(noise) else bool(abs(diff) <= noise),
+                }
+            )
+    return rows
+
+
+def parity_markdown(rows: Sequence[dict[str, Any]], name: str = "reference") -> str:
+    """:func:`parity_comparison` as a Markdown table (x 100)."""
+    from tisa.reports.markdown import markdown_table
+
+    def mean_sd(mean, sd, n):
+        spread = "" if sd is None or math.isnan(sd) else f" ± {100 * sd:.1f}"
+        return f"{100 * mean:.1f}{spread} ({n})"
+
+    table = [
+        [
+            r["task"],
+            r["metric"],
+            mean_sd(r["mean"], r["sd"], r["seeds"]),
+            mean_sd(r["reference_mean"], r["reference_sd"], r["reference_seeds"]),
+            f"{100 * r['diff']:+.1f}",
+            "n/a" if math.isnan(r["noise"]) else f"{100 * r['noise']:.1f}",
+            {True: "yes", False: "no", None: "n/a (one seed)"}[r["within_noise"]],
+        ]
+        for r in rows
+    ]
+    columns = ["task", "metric", "this library: mean ± sd (seeds)", f"{name}: mean ± sd (seeds)"]
+    columns += ["difference", "2 standard errors", "within seed noise"]
+    return markdown_table(columns, table, align="llllrrl")
