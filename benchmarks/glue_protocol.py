@@ -64,7 +64,8 @@ COMMON = dict(
 )
 #: the stock Hugging Face Trainer (AutoModelForSequenceClassification, TrainingArguments
 #: defaults) fine-tuning all-MiniLM-L6-v2 with the settings of COMMON on a 2-core CPU:
-#: task -> metric -> (mean, sd, seeds); dev sets of the classic glue_data
+#: task -> metric -> (mean, sd, seeds); dev sets of the classic glue_data. Measured with
+#: the Trainer alone; benchmarks/glue_stock.py runs the same (seed by seed, for a check)
 STOCK = {
     "cola": {"matthews_corr": (0.294, None, 1)},
     "mrpc": {"accuracy": (0.787, 0.019, 3), "f1": (0.854, 0.011, 3)},

@@ -281,17 +281,18 @@ def distill(
         loss.backward()
         optimizer.step()
         scheduler.step()
+        loss = loss.item()
         curve.append(
             {
                 "step": step + 1,
-                "loss": float(loss),
+                "loss": loss,
                 **parts,
                 "length": int(ids.shape[1]),
                 "seconds": time.perf_counter() - began,
             }
         )
         bar.update()
-        bar.set_postfix(loss=f"{float(loss):.4f}", cos=f"{parts['pooled_cosine']:.4f}")
+        bar.set_postfix(loss=f"{loss:.4f}", cos=f"{parts['pooled_cosine']:.4f}")
         if (step + 1) % settings.save_every == 0 or step + 1 == settings.steps:
             _save(folder, student, optimizer, scheduler, step + 1, curve, settings)
     bar.close()
