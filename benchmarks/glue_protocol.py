@@ -16,8 +16,9 @@ TISA (``keep``, with the selected settings) on the full training sets (SST-2 cap
 8,000 examples for every variant), 3 epochs, 5 seeds. ``converted`` runs the same on a
 model made by ``tisa convert`` (no position table: TISA only). ``summary`` puts the three
 into one table with medians, spreads and paired comparisons over seeds against ``none``
-(``--summary-dir``: results.md, results.csv, results.json, results.png). Every stage
-resumes: finished runs are kept, interrupted ones continue from their last checkpoint.
+(``--summary-dir``: results.md, results.csv, results.json, results.png, parity.md and
+report.html). Every stage resumes: finished runs are kept, interrupted ones continue from
+their last checkpoint.
 
 Settings shared by every stage: learning rate 5e-5, batch 32, max length 128, no warm-up,
 no weight decay (the Trainer's defaults), fp32: the settings on which the stock Hugging
@@ -309,13 +310,24 @@ def summary(args: argparse.Namespace) -> int:
         )
         write_atomic(out / "parity.md", parity_text.lstrip("\n"))
     write_json(out / "results.json", {"summary": table, "parity": parity, "runs": runs})
-    try:
-        from tisa.reports.charts import glue_results
-        from tisa.reports.figures import save_figure
+    from tisa.reports.charts import glue_results
+    from tisa.reports.figures import save_figure
+    from tisa.reports.glue import write_glue_report
 
-        save_figure(glue_results(table), out / "results.png")
-    except ImportError:  # pragma: no cover - matplotlib is a dependency
-        pass
+    chart = glue_results(table)
+    save_figure(chart, out / "results.png")
+    settings = {"model": _model(args.model), "epochs": args.epochs or 3.0, **COMMON}
+    settings["max_train_samples"] = {"sst2": SST2_CAP}
+    write_glue_report(
+        out / "report.html",
+        table,
+        runs,
+        title="GLUE protocol: TISA added to a pretrained model",
+        settings=settings,
+        parity=parity if parity_text else None,
+        parity_name="stock Trainer",
+        chart=chart,
+    )
     print(summary_markdown(table) + parity_text, end="")
     print(f"tables: {out}")
     return 0

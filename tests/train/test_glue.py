@@ -124,8 +124,10 @@ def test_rte_end_to_end_writes_results(rte_run):
     assert (row["score_min"], row["score_max"]) == (scores[0], scores[1])
     assert math.isnan(row["relative_error_reduction"])  # the baseline itself
     out = Path(config.output_dir)
-    assert set(results.files) == {"markdown", "csv", "json", "plot"}
+    assert set(results.files) == {"markdown", "csv", "json", "plot", "report"}
     lo, hi, median = 100 * scores[0], 100 * scores[1], 100 * row["score"]
+    report = (out / "report.html").read_text(encoding="utf-8")
+    assert "<h1>GLUE fine-tuning</h1>" in report and f"{median:.2f}" in report
     line = f"| rte | none | 2 | accuracy {median:.2f} | {median:.2f} | {lo:.2f} - {hi:.2f} |"
     assert line in (out / "results.md").read_text()
     stored = json.loads((out / "results.json").read_text())

@@ -519,8 +519,15 @@ def _write_tables(config: GlueConfig, runs: Sequence[dict[str, Any]]) -> dict[st
     write_json(files["json"], {"summary": summary, "runs": list(runs)})
     if config.plot and summary:
         files["plot"] = out / "results.png"
+        files["report"] = out / "report.html"
         from tisa.reports.charts import glue_results
         from tisa.reports.figures import save_figure
+        from tisa.reports.glue import write_glue_report
 
-        save_figure(glue_results(summary), files["plot"], dpi=120)
+        chart = glue_results(summary)
+        save_figure(chart, files["plot"], dpi=120)
+        settings = config.settings()
+        if any(v != "none" for v in config.variants):
+            settings.update(config.tisa_settings())
+        write_glue_report(files["report"], summary, runs, settings=settings, chart=chart)
     return files
