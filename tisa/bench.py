@@ -85,10 +85,11 @@ def _trim() -> None:
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def interleaved_times(
+def interleaved_samples(
     fns: dict[str, Callable[[], object]], repeats: int, clock: str = "wall"
-) -> dict[str, float]:
-    """Median seconds per call of each function, after one warm-up, runs interleaved.
+) -> dict[str, list[float]]:
+    """Seconds of each call of each function, after one warm-up: ``repeats`` rounds, each
+    calling every function once, so that the i-th times of two functions are neighbours.
 
     ``clock="cpu"`` counts the process's CPU time instead of the wall clock: with one
     thread on a machine shared with other work it leaves out the time spent waiting for
@@ -103,7 +104,23 @@ def interleaved_times(
             start = now()
             fn()
             times[name].append(now() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
+
+
+def round_ratios(samples: dict[str, list[float]], baseline: str) -> dict[str, dict[str, float]]:
+    """Per function: the ratio of its time to the baseline's in the same round, summarised
+    over rounds: ``median``, ``low`` and ``high`` (min and max). Pairing by round cancels
+    drift of the machine's speed that hits neighbouring calls alike."""
+    base = samples[baseline]
+    out = {}
+    for name, times in samples.items():
+        ratios = [t / b for t, b in zip(times, base, strict=True)]
+        out[name] = {
+            "median": statistics.median(ratios),
+            "low": min(ratios),
+            "high": max(ratios),
+        }
+    return out
 
 
 # ------------------------------------------------------------------- variants
@@ -160,7 +177,8 @@ class AttentionBenchConfig:
         batch: batch size B.
         heads: attention heads H.
         head_dim: head size D.
-        repeats: timed repetitions per variant (the median counts).
+        repeats: timed rounds (each calls every variant once); a ratio is the median over
+            rounds of the variant's time over the baseline's in the same round.
         seed: seed of the inputs and the RBF scorer.
         variants: variants to run besides the baseline (default: all; names as in
             :data:`VARIANTS`, e.g. 'sdpa + rbf').
@@ -289,8 +307,9 @@ def _run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool) -> list[
     rows = []
     for length, backward in tqdm(jobs, desc="attention benchmark: time", disable=not progress):
         fns = _variants(cfg, length, backward)
-        times = interleaved_times(fns, cfg.repeats, cfg.clock)
-        base_t = times["sdpa, no bias (baseline)"]
+        samples = interleaved_samples(fns, cfg.repeats, cfg.clock)
+        times = {name: statistics.median(t) for name, t in samples.items()}
+        ratios = round_ratios(samples, "sdpa, no bias (baseline)")
         pair_t = times.get("rbf bias only: dense pairwise")
         for name in fns:
             bias_only = pair_t is not None and name.startswith("rbf bias only")
@@ -300,7 +319,9 @@ def _run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool) -> list[
                     "length": length,
                     "pass": "fwd+bwd" if backward else "fwd",
                     "seconds": times[name],
-                    "time_ratio": times[name] / base_t,
+                    "time_ratio": ratios[name]["median"],
+                    "time_ratio_low": ratios[name]["low"],
+                    "time_ratio_high": ratios[name]["high"],
                     "speedup_vs_pairwise": pair_t / times[name] if bias_only else None,
                     "peak_bytes": None,
                     "memory_ratio": None,
@@ -343,11 +364,22 @@ def format_table(rows: list[dict]) -> str:
             if r.get("speedup_vs_pairwise") and "table" in r["variant"]
             else ""
         )
+        low, high = r.get("time_ratio_low"), r.get("time_ratio_high")
+        spread = "" if low is None or low == high else f"{low:.2f}-{high:.2f}"
         lines.append(
-            [r["pass"], r["length"], r["variant"], f"{r['time_ratio']:.2f}x{extra}", mem, mratio]
+            [
+                r["pass"],
+                r["length"],
+                r["variant"],
+                f"{r['time_ratio']:.2f}x{extra}",
+                spread,
+                mem,
+                mratio,
+            ]
         )
-    columns = ["pass", "L", "variant", "time / baseline", "peak memory", "memory / baseline"]
-    return markdown_table(columns, lines, align="lrlrrr")
+    columns = ["pass", "L", "variant", "time / baseline", "range over rounds"]
+    columns += ["peak memory", "memory / baseline"]
+    return markdown_table(columns, lines, align="lrlrrrr")
 
 
 def _fmt_bytes(n: int) -> str:

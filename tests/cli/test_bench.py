@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from tisa import bench, cli
@@ -73,3 +74,19 @@ def test_cli_writes_table_and_json(tmp_path, capsys):
         "sdpa, no bias (baseline)",
         "sdpa + rbf",
     }
+
+
+def test_round_ratios_pair_each_round_with_the_baseline():
+    samples = {"base": [1.0, 2.0, 4.0], "slow": [1.1, 2.4, 4.4]}  # the machine drifts 4x
+    ratios = bench.round_ratios(samples, "base")
+    assert ratios["base"] == {"median": 1.0, "low": 1.0, "high": 1.0}
+    assert ratios["slow"]["median"] == pytest.approx(1.1)
+    assert (ratios["slow"]["low"], ratios["slow"]["high"]) == pytest.approx((1.1, 1.2))
+
+
+def test_interleaved_samples_calls_in_rounds():
+    calls = []
+    fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    samples = bench.interleaved_samples(fns, repeats=3)
+    assert calls == ["a", "b"] * 4  # one warm-up, then three rounds
+    assert [len(t) for t in samples.values()] == [3, 3]
