@@ -301,9 +301,10 @@ def summary(args: argparse.Namespace) -> int:
     out = args.summary_dir
     write_atomic(out / "results.md", summary_markdown(table))
     write_atomic(out / "results.csv", summary_csv(table))
-    parity = parity_comparison(runs, "none", STOCK)
+    # the stock figures are of all-MiniLM-L6-v2: no parity for another model
+    parity = parity_comparison(runs, "none", STOCK) if args.model is None else []
     parity_text = ""
-    if parity and args.model is None:  # the stock figures are of all-MiniLM-L6-v2
+    if parity:
         parity_text = (
             "\nBaseline parity: `none` against the stock Hugging Face Trainer on the same "
             "settings (scores x 100):\n\n" + parity_markdown(parity, "stock Trainer")
@@ -311,11 +312,11 @@ def summary(args: argparse.Namespace) -> int:
         write_atomic(out / "parity.md", parity_text.lstrip("\n"))
     write_json(out / "results.json", {"summary": table, "parity": parity, "runs": runs})
     from tisa.reports.charts import glue_results
-    from tisa.reports.figures import save_figure
+    from tisa.reports.figures import figure_png
     from tisa.reports.glue import write_glue_report
 
-    chart = glue_results(table)
-    save_figure(chart, out / "results.png")
+    chart = figure_png(glue_results(table))
+    write_atomic(out / "results.png", chart)
     settings = {"model": _model(args.model), "epochs": args.epochs or 3.0, **COMMON}
     settings["max_train_samples"] = {"sst2": SST2_CAP}
     write_glue_report(
@@ -324,9 +325,9 @@ def summary(args: argparse.Namespace) -> int:
         runs,
         title="GLUE protocol: TISA added to a pretrained model",
         settings=settings,
-        parity=parity if parity_text else None,
+        parity=parity,
         parity_name="stock Trainer",
-        chart=chart,
+        chart_png=chart,
     )
     print(summary_markdown(table) + parity_text, end="")
     print(f"tables: {out}")

@@ -105,3 +105,16 @@ def test_report_has_scores_paired_movement_parity_and_settings(tmp_path):
 def test_report_without_runs_is_refused(tmp_path):
     with pytest.raises(ValueError, match="summary"):
         write_glue_report(tmp_path / "r.html", [], [])
+
+
+def test_scores_chart_with_tasks_at_different_seed_counts():
+    from tisa.reports.charts import glue_results
+
+    runs = [
+        *(_run("rte", "none", s, 0.55 + s / 100) for s in (1, 2, 3)),
+        _run("mrpc", "none", 1, 0.8),
+    ]
+    summary = summarize(runs, "none")
+    glue = next(r for r in summary if r["task"] == "glue")
+    assert glue["score"] > glue["score_max"]  # mean of medians above seed 1's average
+    glue_results(summary)  # draws without whiskers for the average instead of raising

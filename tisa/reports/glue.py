@@ -130,7 +130,7 @@ def write_glue_report(
     settings: Mapping[str, Any] | None = None,
     parity: Sequence[Mapping] | None = None,
     parity_name: str = "reference",
-    chart: Figure | None = None,
+    chart_png: bytes | None = None,
 ) -> Path:
     """Writes the report to ``path``.
 
@@ -142,8 +142,8 @@ def write_glue_report(
         settings: shared hyperparameters, shown as a table.
         parity: rows of :func:`tisa.train.glue_results.parity_comparison`.
         parity_name: what the parity rows compare with (e.g. "stock Trainer").
-        chart: the scores figure (:func:`tisa.reports.charts.glue_results`); drawn here
-            when omitted.
+        chart_png: the scores figure (:func:`tisa.reports.charts.glue_results`) as PNG
+            bytes, when the caller has already rendered it; drawn here when omitted.
     """
     from tisa.reports.charts import glue_results
 
@@ -184,7 +184,8 @@ def write_glue_report(
     )
     sections = []
     compared = [r for r in summary if r.get("paired")]
-    figures = [Image(figure_png(chart or glue_results(summary)), "Median scores and spreads.")]
+    chart = chart_png or figure_png(glue_results(summary))
+    figures = [Image(chart, "Median scores and spreads.")]
     if compared:
         paired = Table(
             [

@@ -521,13 +521,13 @@ def _write_tables(config: GlueConfig, runs: Sequence[dict[str, Any]]) -> dict[st
         files["plot"] = out / "results.png"
         files["report"] = out / "report.html"
         from tisa.reports.charts import glue_results
-        from tisa.reports.figures import save_figure
+        from tisa.reports.figures import figure_png
         from tisa.reports.glue import write_glue_report
 
-        chart = glue_results(summary)
-        save_figure(chart, files["plot"], dpi=120)
+        chart = figure_png(glue_results(summary), dpi=120)
+        write_atomic(files["plot"], chart)
         settings = config.settings()
         if any(v != "none" for v in config.variants):
             settings.update(config.tisa_settings())
-        write_glue_report(files["report"], summary, runs, settings=settings, chart=chart)
+        write_glue_report(files["report"], summary, runs, settings=settings, chart_png=chart)
     return files
