@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 
 from tisa.reports.figures import figure_png
 from tisa.reports.html import Image, Section, Table, write_report
+from tisa.train.glue_results import paired_rows, parity_rows, summary_rows
 
 __all__ = ["movement_rows", "paired_differences", "write_glue_report"]
 
@@ -115,12 +116,6 @@ def movement_rows(runs: Sequence[Mapping]) -> list[list[Any]]:
     return rows
 
 
-def _pct(value: float | None, signed: bool = False) -> str:
-    if value is None or not math.isfinite(value):
-        return "n/a"
-    return f"{100 * value:+.2f}" if signed else f"{100 * value:.2f}"
-
-
 def write_glue_report(
     path: str | Path,
     summary: Sequence[Mapping],
@@ -151,73 +146,18 @@ def write_glue_report(
         raise ValueError("summary: no finished runs to report")
     baseline = summary[0]["baseline"]
     medians = Table(
-        [
-            "task",
-            "variant",
-            "seeds",
-            "metrics (median x 100)",
-            "score",
-            "min - max",
-            f"rel. error reduction vs {baseline}",
-            "positional params (absolute / TISA)",
-        ],
-        [
-            [
-                _name(r["task"]),
-                r["variant"],
-                len(r["seeds"]),
-                ", ".join(f"{k} {_pct(v)}" for k, v in r["metrics"].items()) or "average",
-                _pct(r["score"]),
-                ""
-                if not math.isfinite(r["score_min"])
-                else f"{_pct(r['score_min'])} - {_pct(r['score_max'])}",
-                "-"
-                if not math.isfinite(r["relative_error_reduction"])
-                else f"{100 * r['relative_error_reduction']:+.1f}%",
-                f"{r['positional_parameters']['absolute']:,} / "
-                f"{r['positional_parameters']['tisa']:,}",
-            ]
-            for r in summary
-        ],
+        *summary_rows(summary),
         caption="Dev-set scores x 100: median over seeds, min - max over seeds; GLUE avg is "
         "the mean of the task medians.",
     )
     sections = []
-    compared = [r for r in summary if r.get("paired")]
+    paired_columns, compared = paired_rows(summary)
     chart = chart_png or figure_png(glue_results(summary))
     figures = [Image(chart, "Median scores and spreads.")]
     if compared:
         paired = Table(
-            [
-                "task",
-                "variant",
-                "pairs",
-                "mean diff",
-                "95% CI",
-                "wins / losses / ties",
-                "sign test p",
-                "median rel. error reduction",
-            ],
-            [
-                [
-                    _name(r["task"]),
-                    r["variant"],
-                    r["paired"]["n"],
-                    _pct(r["paired"]["mean_diff"], signed=True),
-                    "n/a"
-                    if not math.isfinite(r["paired"]["ci95"][0])
-                    else f"[{_pct(r['paired']['ci95'][0], True)}, "
-                    f"{_pct(r['paired']['ci95'][1], True)}]",
-                    f"{r['paired']['wins']} / {r['paired']['losses']} / {r['paired']['ties']}",
-                    "n/a"
-                    if not math.isfinite(r["paired"]["sign_test_p"])
-                    else f"{r['paired']['sign_test_p']:.3g}",
-                    "n/a"
-                    if not math.isfinite(r["paired"]["median_rer"])
-                    else f"{100 * r['paired']['median_rer']:+.1f}%",
-                ]
-                for r in compared
-            ],
+            paired_columns,
+            compared,
             caption=f"Each variant against {baseline}, seed by seed (the same seed is the same "
             "data order and classifier initialisation); differences x 100, t interval of the "
             "mean difference, exact two-sided sign test.",
@@ -265,40 +205,7 @@ def write_glue_report(
                     "The same settings run by another implementation. Within seed noise: "
                     "the difference of the means is at most two standard errors."
                 ],
-                tables=[
-                    Table(
-                        [
-                            "task",
-                            "metric",
-                            "seeds",
-                            "mean x 100",
-                            "sd",
-                            f"{parity_name} mean",
-                            f"{parity_name} sd",
-                            "difference",
-                            "2 standard errors",
-                            "within seed noise",
-                        ],
-                        [
-                            [
-                                p["task"],
-                                p["metric"],
-                                p["seeds"],
-                                100 * p["mean"],
-                                None if not math.isfinite(p["sd"]) else 100 * p["sd"],
-                                100 * p["reference_mean"],
-                                None if p["reference_sd"] is None else 100 * p["reference_sd"],
-                                100 * p["diff"],
-                                None if not math.isfinite(p["noise"]) else 100 * p["noise"],
-                                {True: "yes", False: "no", None: "n/a (one seed)"}[
-                                    p["within_noise"]
-                                ],
-                            ]
-                            for p in parity
-                        ],
-                        digits=1,
-                    )
-                ],
+                tables=[Table(*parity_rows(parity, parity_name))],
             )
         )
     if settings:

@@ -19,12 +19,15 @@ import numpy as np
 
 __all__ = [
     "paired_comparison",
+    "paired_rows",
     "parity_comparison",
     "parity_markdown",
+    "parity_rows",
     "relative_error_reduction",
     "summarize",
     "summary_csv",
     "summary_markdown",
+    "summary_rows",
 ]
 
 
@@ -165,11 +168,9 @@ def _pct(value: float, digits: int = 2) -> str:
     return "n/a" if value is None or math.isnan(value) else f"{100 * value:.{digits}f}"
 
 
-def summary_markdown(summary: Sequence[dict[str, Any]]) -> str:
-    """The summary as a Markdown table (scores and metrics x 100), and with several
-    variants the paired comparison over seeds."""
-    from tisa.reports.markdown import markdown_table
-
+def summary_rows(summary: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """Column labels and formatted rows (scores and metrics x 100) of the summary: one row
+    per task and variant. Shared by the Markdown tables and report.html."""
     baseline = summary[0]["baseline"] if summary else "none"
     rows = []
     for r in summary:
@@ -196,13 +197,17 @@ def summary_markdown(summary: Sequence[dict[str, Any]]) -> str:
         "positional params (absolute / TISA / total)",
         f"rel. error reduction vs {baseline}",
     ]
-    text = markdown_table(columns, rows, align="llllrlrr")
-    paired = [r for r in summary if r.get("paired")]
-    if not paired:
-        return text
+    return columns, rows
+
+
+def paired_rows(summary: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """Column labels and formatted rows of the paired comparison over seeds (differences
+    x 100), one row per task and compared variant; no rows with a single variant."""
     rows = []
-    for r in paired:
-        p = r["paired"]
+    for r in summary:
+        p = r.get("paired")
+        if not p:
+            continue
         lo, hi = p["ci95"]
         ci = "" if math.isnan(lo) else f" [{100 * lo:+.2f}, {100 * hi:+.2f}]"
         rows.append(
@@ -212,13 +217,26 @@ def summary_markdown(summary: Sequence[dict[str, Any]]) -> str:
                 p["n"],
                 f"{100 * p['mean_diff']:+.2f}{ci}",
                 f"{100 * p['median_diff']:+.2f}",
-                f"{p['wins']} / {p['losses']}",
+                f"{p['wins']} / {p['losses']} / {p['ties']}",
                 "n/a" if math.isnan(p["sign_test_p"]) else f"{p['sign_test_p']:.3g}",
                 "n/a" if math.isnan(p["median_rer"]) else f"{100 * p['median_rer']:+.1f}%",
             ]
         )
     columns = ["task", "variant", "pairs", "mean diff [95% CI]", "median diff"]
-    columns += ["wins / losses", "sign test p", "median rel. error reduction"]
+    columns += ["wins / losses / ties", "sign test p", "median rel. error reduction"]
+    return columns, rows
+
+
+def summary_markdown(summary: Sequence[dict[str, Any]]) -> str:
+    """The summary as a Markdown table (scores and metrics x 100), and with several
+    variants the paired comparison over seeds."""
+    from tisa.reports.markdown import markdown_table
+
+    baseline = summary[0]["baseline"] if summary else "none"
+    text = markdown_table(*summary_rows(summary), align="llllrlrr")
+    columns, rows = paired_rows(summary)
+    if not rows:
+        return text
     return (
         text + f"\nPaired over seeds against {baseline} (difference of scores x 100; same seed = "
         "same data order and head initialisation):\n\n"
@@ -322,9 +340,10 @@ def parity_comparison(
     return rows
 
 
-def parity_markdown(rows: Sequence[dict[str, Any]], name: str = "reference") -> str:
-    """:func:`parity_comparison` as a Markdown table (x 100)."""
-    from tisa.reports.markdown import markdown_table
+def parity_rows(
+    rows: Sequence[dict[str, Any]], name: str = "reference"
+) -> tuple[list[str], list[list[Any]]]:
+    """Column labels and formatted rows (x 100) of :func:`parity_comparison`."""
 
     def mean_sd(mean, sd, n):
         spread = "" if sd is None or math.isnan(sd) else f" ± {100 * sd:.1f}"
@@ -344,4 +363,11 @@ def parity_markdown(rows: Sequence[dict[str, Any]], name: str = "reference") -> 
     ]
     columns = ["task", "metric", "this library: mean ± sd (seeds)", f"{name}: mean ± sd (seeds)"]
     columns += ["difference", "2 standard errors", "within seed noise"]
-    return markdown_table(columns, table, align="llllrrl")
+    return columns, table
+
+
+def parity_markdown(rows: Sequence[dict[str, Any]], name: str = "reference") -> str:
+    """:func:`parity_comparison` as a Markdown table (x 100)."""
+    from tisa.reports.markdown import markdown_table
+
+    return markdown_table(*parity_rows(rows, name), align="llllrrl")
