@@ -469,6 +469,9 @@ def test_summary_pairs_seeds_for_tasks_and_the_glue_average():
     glue = rows[("glue", "keep")]["paired"]  # per-seed averages: (0.545, 0.495) vs (0.5, 0.45)
     assert glue["mean_diff"] == pytest.approx(0.045) and glue["wins"] == 2
     assert rows[("glue", "keep")]["score_min"] == pytest.approx(0.495)
+    partial = summarize(runs + [_run("rte", "none", 3, 0.66)], "none")
+    glue_none = next(r for r in partial if r["task"] == "glue" and r["variant"] == "none")
+    assert glue_none["seeds"] == [1, 2]  # seed 3 has no CoLA run: not in the average's spread
     table = summary_markdown(list(rows.values()))
     assert "| glue | keep | 2 | +4.50 [" in table
 

@@ -102,8 +102,8 @@ def summarize(runs: Sequence[dict[str, Any]], baseline: str) -> list[dict[str, A
         baseline), paired (:func:`paired_comparison` against the baseline, None for the
         baseline itself) and baseline. With several tasks, each variant that has all of
         them gets a row with task ``"glue"``: the mean of its task scores (the GLUE
-        average); its paired comparison is over the per-seed averages of the seeds that
-        have every task.
+        average); its seeds are those that have every task, and its min, max and paired
+        comparison are over their per-seed averages.
     """
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in runs:
@@ -143,7 +143,7 @@ def summarize(runs: Sequence[dict[str, Any]], baseline: str) -> list[dict[str, A
                     {
                         "task": "glue",
                         "variant": variant,
-                        "seeds": sorted({s for r in mine.values() for s in r["seeds"]}),
+                        "seeds": sorted(complete),  # those behind min, max and pairing
                         "metrics": {},
                         "score": float(np.mean([r["score"] for r in mine.values()])),
                         "score_min": min(averages.values(), default=float("nan")),
