@@ -204,7 +204,11 @@ def test_ctrl_c_is_one_line_saying_how_to_resume(tmp_path):
         if proc.poll() is None:
             proc.kill()
     err = err.decode()
-    assert proc.returncode == 130, err[-2000:]
+    # 130, or death by SIGINT, which a shell reports as the same $? = 130. CPython ends a
+    # process with SIGINT at exit when it has flagged a KeyboardInterrupt as unhandled;
+    # once in a full test run that happened after the CLI had caught the interrupt and
+    # printed its one line (no traceback, checkpoints kept): either status is accepted
+    assert proc.returncode in (130, -signal.SIGINT), err[-2000:]
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]
     assert last == (
