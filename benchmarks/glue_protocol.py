@@ -389,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"glue_protocol: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        from tisa.cli import forget_caught_interrupt
+
+        forget_caught_interrupt()
         print(
             f"glue_protocol: interrupted; run the same command again to resume ({args.stage})",
             file=sys.stderr,

@@ -4,10 +4,16 @@ nothing written, and each before any long work starts."""
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from tisa import cli
+
+REPO = Path(__file__).resolve().parents[2]
 
 #: Every command with an output folder, with the other arguments it requires.
 WITH_OUTPUT_DIR = {
@@ -102,6 +108,29 @@ def test_ctrl_c_is_one_line_and_exit_130(command, hint, tmp_path, capsys, monkey
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert err.strip().startswith(f"tisa {command}: interrupted; {hint}")
+
+
+def test_ctrl_c_through_exec_still_exits_130_under_python_m(tmp_path):
+    """An interrupt raised inside exec() of a string (as in a dataclass being built) and
+    caught by the CLI: ``python -m`` must still return 130, not die by SIGINT."""
+    (tmp_path / "interrupt_in_exec.py").write_text(
+        "import sys\n"
+        "import tisa.cli.analyze as analyze\n"
+        "from tisa import cli\n"
+        "analyze.run = lambda args: exec('raise KeyboardInterrupt')\n"
+        f"sys.exit(cli.main(['analyze', '--output-dir', {str(tmp_path / 'out')!r}]))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(tmp_path)]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "interrupt_in_exec"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 130, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("tisa analyze: interrupted;")
 
 
 @pytest.mark.parametrize(

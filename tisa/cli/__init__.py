@@ -70,6 +70,17 @@ USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError)
 INTERRUPTED_EXIT = 130
 
 
+def forget_caught_interrupt() -> None:
+    """Lets a caught Ctrl-C end ``python -m ...`` with the exit code the program returns.
+
+    CPython flags a KeyboardInterrupt as unhandled when it passes through ``exec()`` or
+    ``eval()`` of a string (dataclasses build their methods that way), even if it is
+    caught further up; a process started with ``-m`` then kills itself with SIGINT at exit
+    instead of returning its code. Running an empty string clears that flag.
+    """
+    exec("")
+
+
 def is_main_process() -> bool:
     """True on the process that prints (rank 0 under torchrun / accelerate launch)."""
     return int(os.environ.get("RANK", "0")) == 0
@@ -116,5 +127,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tisa {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        forget_caught_interrupt()
         print(f"\ntisa {args.command}: interrupted; {args._interrupted}", file=sys.stderr)
         return INTERRUPTED_EXIT
