@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
+#: the tasks of the protocol (benchmarks/glue_protocol.py) that STOCK has figures for
 TASKS = ("cola", "sst2", "mrpc", "stsb", "rte")
 
 
@@ -57,7 +58,12 @@ def run(args: argparse.Namespace, task_name: str, seed: int) -> dict:
 
     task = get_task(task_name)
     data = load_glue(task, glue_dir=args.glue_dir)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(args.model)
+    except (OSError, ValueError, TypeError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        message = f"--model: no model could be loaded from {args.model!r} ({first})"
+        raise ValueError(message) from err
 
     def tokenize(batch):
         texts = [batch[c] for c in task.text_columns]
@@ -116,6 +122,23 @@ def main(argv: list[str] | None = None) -> int:
         args.glue_dir = find_glue_dir()
         if args.glue_dir is None:
             parser.error("--glue-dir: no glue_data folder found (or set GLUE_DIR)")
+    try:
+        _run_all(args)
+    except (ValueError, OSError) as err:  # a missing file or a folder that is not a model
+        print(f"glue_stock: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        from tisa.cli import forget_caught_interrupt
+
+        forget_caught_interrupt()
+        print("glue_stock: interrupted; finished seeds are kept, rerun to go on", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _run_all(args: argparse.Namespace) -> None:
+    from tisa.files import write_json
+
     for task in args.task:
         scores: dict[str, list[float]] = {}
         for seed in args.seeds:
@@ -124,10 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 result = json.loads(path.read_text())
             else:
                 result = run(args, task, seed)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(".tmp")
-                tmp.write_text(json.dumps(result, indent=2))
-                os.replace(tmp, path)
+                write_json(path, result)
             for name, value in result["metrics"].items():
                 scores.setdefault(name, []).append(value)
             print(f"{task} seed {seed}: {result['metrics']}", flush=True)
@@ -137,7 +157,6 @@ def main(argv: list[str] | None = None) -> int:
                 f"{task} {name}: {100 * statistics.mean(values):.1f} ± {100 * sd:.1f} "
                 f"({len(values)} seeds)"
             )
-    return 0
 
 
 if __name__ == "__main__":
