@@ -254,8 +254,9 @@ def glue_results(summary: Sequence[Mapping]) -> Figure:
         pos = next((rows[(t, v)]["positional_parameters"] for t in tasks if (t, v) in rows), None)
         label = v if pos is None else f"{v}: {pos['total']:,} positional params"
         ax.bar(centres, score, width, label=label, color=color[v])
-        # no whiskers for the GLUE average: its median row and per-seed range can
-        # disagree when tasks have different seeds finished
+        # no whiskers for the GLUE average: its score (the mean of the task medians) can
+        # lie outside the range of the per-seed averages, since each task's median may
+        # come from a different seed
         spread = np.isfinite(low) & np.isfinite(high) & (np.array(tasks) != "glue")
         ax.errorbar(
             centres[spread],

@@ -150,10 +150,9 @@ def write_glue_report(
         caption="Dev-set scores x 100: median over seeds, min - max over seeds; GLUE avg is "
         "the mean of the task medians.",
     )
-    sections = []
-    paired_columns, compared = paired_rows(summary)
     chart = chart_png or figure_png(glue_results(summary))
-    figures = [Image(chart, "Median scores and spreads.")]
+    sections = [Section("Scores", figures=[Image(chart, "Median scores and spreads.")])]
+    paired_columns, compared = paired_rows(summary)
     if compared:
         paired = Table(
             paired_columns,
@@ -162,14 +161,11 @@ def write_glue_report(
             "data order and classifier initialisation); differences x 100, t interval of the "
             "mean difference, exact two-sided sign test.",
         )
-        figures.append(
-            Image(
-                figure_png(paired_differences(summary, runs)),
-                "Per-seed differences against the baseline.",
-            )
+        dots = Image(
+            figure_png(paired_differences(summary, runs)),
+            "Per-seed differences against the baseline.",
         )
-        sections.append(Section("Paired comparison", tables=[paired], figures=figures[1:]))
-    sections.insert(0, Section("Scores", figures=figures[:1]))
+        sections.append(Section("Paired comparison", tables=[paired], figures=[dots]))
     moved = movement_rows(runs)
     if moved:
         sections.append(
