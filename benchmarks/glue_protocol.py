@@ -259,12 +259,55 @@ def protocol(args: argparse.Namespace) -> int:
     return 0
 
 
+def _weights_sha256(folder: Path) -> str:
+    """SHA-256 over the model's weight files (name and bytes, in name order)."""
+    import hashlib
+
+    files = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))
+    if not files:
+        raise ValueError(f"--converted-model: {str(folder)!r} holds no weight files")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode())
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _check_converted_model(model: Path, folder: Path) -> None:
+    """Every converted run of ``folder`` uses one model. The converted model itself is not
+    kept with the results (90 MB), so its weights' SHA-256 is: recorded in
+    ``folder/model.json`` by the first run, and a model with other weights (a conversion
+    with other settings, or other bits) is refused."""
+    from tisa.files import write_json
+
+    if not (model / "config.json").is_file():
+        raise ValueError(
+            f"--converted-model: {str(model)!r} is no saved model (no config.json); "
+            "make it with `tisa convert MODEL --output-dir DIR` and pass DIR/model"
+        )
+    record = folder / "model.json"
+    now = _weights_sha256(model)
+    if record.is_file():
+        before = json.loads(record.read_text())["weights_sha256"]
+        if before != now:
+            raise ValueError(
+                f"--converted-model: the runs in {str(folder)!r} were made with a model "
+                f"whose weights hash to {before[:12]}..., this one to {now[:12]}...; pass "
+                "that model, or another --converted-dir"
+            )
+    else:
+        write_json(record, {"weights_sha256": now})
+
+
 def converted(args: argparse.Namespace) -> int:
     from tisa.train.glue import run_glue
     from tisa.train.glue_results import summary_markdown
 
     if not args.converted_model:
         raise ValueError("converted: pass --converted-model (the model/ folder of tisa convert)")
+    _check_converted_model(Path(args.converted_model), args.converted_dir)
     if args.parallel > 1:
         flags = ["--converted-dir", str(args.converted_dir)]
         flags += ["--converted-model", args.converted_model]

@@ -1,0 +1,75 @@
+"""The GLUE protocol's committed results (benchmarks/results/glue): every finished run there
+was made with the protocol's settings, names its model portably and is scored where the
+stage says (the sweep on held-out training data, never on a dev set)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "glue_protocol.py"
+
+
+def _protocol():
+    spec = importlib.util.spec_from_file_location("glue_protocol", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _results(stage: str) -> list[tuple[Path, dict]]:
+    found = sorted((_protocol().RESULTS / stage).glob("runs/*/*/seed-*/result.json"))
+    return [(p, json.loads(p.read_text())) for p in found]
+
+
+def test_results_live_in_the_repository():
+    assert _protocol().RESULTS == ROOT / "benchmarks" / "results" / "glue"
+
+
+@pytest.mark.parametrize("stage", ["sweep", "protocol", "converted"])
+def test_committed_runs_have_the_protocol_settings(stage):
+    protocol = _protocol()
+    for path, run in _results(stage):
+        settings = run["settings"]
+        where = path.relative_to(ROOT)
+        for key, value in protocol.COMMON.items():
+            if key in settings:
+                assert settings[key] == value, f"{where}: {key}"
+        assert settings["epochs"] == 3.0, where
+        assert not Path(settings["model"]).is_absolute(), f"{where}: a machine path as model"
+        assert run["evaluated_on"] == ("heldout" if stage == "sweep" else "dev"), where
+        assert (run["task"], run["variant"], f"seed-{run['seed']}") == path.parts[-4:-1], where
+
+
+def test_sweep_candidates_match_their_settings():
+    protocol = _protocol()
+    candidates = {name: (variant, start, lr) for name, variant, start, lr in protocol.SWEEP}
+    for path, run in _results("sweep"):
+        name = path.relative_to(protocol.RESULTS / "sweep").parts[0]
+        variant, start, lr = candidates[name]
+        assert run["variant"] == variant
+        assert run["settings"]["max_train_samples"] == protocol.SWEEP_CAP
+        if variant != "none":
+            assert run["settings"]["tisa_start"] == start
+            assert run["settings"]["tisa_learning_rate"] == lr
+
+
+def test_converted_runs_refuse_a_model_with_other_weights(tmp_path):
+    protocol = _protocol()
+    model, runs = tmp_path / "model", tmp_path / "converted"
+    with pytest.raises(ValueError, match="no saved model"):
+        protocol._check_converted_model(model, runs)
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="no weight files"):
+        protocol._check_converted_model(model, runs)
+    (model / "model.safetensors").write_bytes(b"weights one")
+    protocol._check_converted_model(model, runs)  # records the hash
+    protocol._check_converted_model(model, runs)  # the same weights: accepted
+    (model / "model.safetensors").write_bytes(b"weights two")
+    with pytest.raises(ValueError, match="another --converted-dir"):
+        protocol._check_converted_model(model, runs)
