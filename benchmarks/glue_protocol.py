@@ -26,8 +26,10 @@ Face Trainer was measured (:data:`STOCK`), so the protocol's ``none`` is also th
 check of the baseline; ``summary`` compares the two (``parity.md``).
 
 ``--parallel N`` runs N processes at once, each with its share of the (candidate, seed)
-pairs or seeds: what fits one large GPU (all-MiniLM-L6-v2 fine-tunes in seconds there; the
-processes share the device). ``all`` runs sweep, select, protocol, converted (when
+pairs or seeds, a new one as soon as one ends: on one large GPU (all-MiniLM-L6-v2
+fine-tunes in seconds there; the processes share the device), or on an N-core CPU with
+``OMP_NUM_THREADS=1`` (N one-thread processes use the cores better than one process
+with N threads). ``all`` runs sweep, select, protocol, converted (when
 ``--converted-model`` is given) and summary in one go.
 """
 
@@ -39,6 +41,7 @@ import math
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 TASKS = ("cola", "sst2", "mrpc", "stsb", "rte")
@@ -108,8 +111,8 @@ def _spawn(args: argparse.Namespace, jobs: list[list[str]]) -> None:
     running: list[subprocess.Popen] = []
     failed = []
     for job in jobs:
-        while len(running) >= args.parallel:
-            running[0].wait()
+        while len(running) >= args.parallel:  # a free slot as soon as any job ends
+            time.sleep(1.0)
             failed += [p.args for p in running if p.poll() not in (None, 0)]
             running = [p for p in running if p.poll() is None]
         running.append(subprocess.Popen(base + job + common))
