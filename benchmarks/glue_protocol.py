@@ -158,23 +158,30 @@ def sweep(args: argparse.Namespace) -> int:
     return 0 if args.only else select(args)
 
 
+def _sweep_runs(folder: Path, seeds=SWEEP_SEEDS) -> dict[str, dict[str, list[float]]]:
+    """candidate -> task -> held-out scores of the finished seeds among ``seeds``."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for name, variant, *_ in SWEEP:
+        for task in SWEEP_TASKS:
+            for seed in seeds:
+                path = folder / name / "runs" / task / variant / f"seed-{seed}" / "result.json"
+                try:
+                    score = json.loads(path.read_text())["score"]
+                except (OSError, ValueError, KeyError):
+                    continue
+                out.setdefault(name, {}).setdefault(task, []).append(score)
+    return out
+
+
 def _sweep_scores(folder: Path, seeds=SWEEP_SEEDS) -> dict[str, dict[str, float]]:
     """candidate -> task -> mean held-out score over ``seeds``, for candidates that have
     every task and seed."""
-    out = {}
-    for name, *_ in SWEEP:
-        scores: dict[str, list[float]] = {}
-        for task in SWEEP_TASKS:
-            for seed in seeds:
-                variant = "none" if name == "none" else "keep"
-                path = folder / name / "runs" / task / variant / f"seed-{seed}" / "result.json"
-                try:
-                    scores.setdefault(task, []).append(json.loads(path.read_text())["score"])
-                except (OSError, ValueError, KeyError):
-                    pass
-        if all(len(scores.get(t, [])) == len(seeds) for t in SWEEP_TASKS):
-            out[name] = {t: statistics.mean(v) for t, v in scores.items()}
-    return out
+    runs = _sweep_runs(folder, seeds)
+    return {
+        name: {t: statistics.mean(v) for t, v in per_task.items()}
+        for name, per_task in runs.items()
+        if all(len(per_task.get(t, [])) == len(seeds) for t in SWEEP_TASKS)
+    }
 
 
 def _selected(folder: Path) -> tuple[str, str, float] | None:
@@ -188,22 +195,48 @@ def _selected(folder: Path) -> tuple[str, str, float] | None:
 
 
 def select(args: argparse.Namespace) -> int:
+    """Prints the held-out scores of the complete candidates and the choice, and writes
+    them to ``selection.md`` in the sweep folder."""
+    from tisa.files import write_atomic
+
     complete = _sweep_scores(args.sweep_dir)
-    print("| candidate | " + " | ".join(SWEEP_TASKS) + " | mean | vs none |")
-    print("|---|" + "---:|" * (len(SWEEP_TASKS) + 2))
+    runs = _sweep_runs(args.sweep_dir)
+    lines = [
+        "Held-out scores x 100, mean over seeds "
+        + ", ".join(map(str, SWEEP_SEEDS))
+        + " (CoLA MCC, MRPC mean of accuracy and F1, STS-B mean of Pearson and Spearman; "
+        "`(n)`: only n seeds finished, not yet comparable):",
+        "",
+        "| candidate | " + " | ".join(SWEEP_TASKS) + " | mean | vs none |",
+        "|---|" + "---:|" * (len(SWEEP_TASKS) + 2),
+    ]
     base = statistics.mean(complete["none"].values()) if "none" in complete else math.nan
-    for name, per_task in complete.items():
-        mean = statistics.mean(per_task.values())
-        cells = " | ".join(f"{100 * per_task[t]:.2f}" for t in SWEEP_TASKS)
-        print(f"| {name} | {cells} | {100 * mean:.2f} | {100 * (mean - base):+.2f} |")
+    for name, *_ in SWEEP:
+        per_task = runs.get(name, {})
+        cells = []
+        for task in SWEEP_TASKS:
+            scores = per_task.get(task, [])
+            cell = f"{100 * statistics.mean(scores):.2f}" if scores else ""
+            cells.append(cell + (f" ({len(scores)})" if 0 < len(scores) < len(SWEEP_SEEDS) else ""))
+        mean = diff = ""
+        if name in complete:
+            value = statistics.mean(complete[name].values())
+            mean = f"{100 * value:.2f}"
+            diff = "" if math.isnan(base) else f"{100 * (value - base):+.2f}"
+        lines.append(f"| {name} | {' | '.join(cells)} | {mean} | {diff} |")
     chosen = _selected(args.sweep_dir)
     if chosen is None:
         missing = [c[0] for c in SWEEP if c[0] not in complete]
-        print(f"sweep in {args.sweep_dir} not finished: {missing} lack runs")
-        return 1
-    best, start, tisa_lr = chosen
-    print(f"selected: {best} (--tisa-start {start} --tisa-learning-rate {tisa_lr:g})")
-    return 0
+        lines += ["", f"Not finished: {', '.join(missing)} lack runs."]
+        status = 1
+    else:
+        best, start, tisa_lr = chosen
+        lines += ["", f"Selected: {best} (--tisa-start {start} --tisa-learning-rate {tisa_lr:g})."]
+        status = 0
+    text = "\n".join(lines) + "\n"
+    write_atomic(args.sweep_dir / "selection.md", text)
+    print(text, end="")
+    return status
 
 
 def _protocol_config(args, model: str, variants, output_dir: Path, **extra):

@@ -73,3 +73,26 @@ def test_converted_runs_refuse_a_model_with_other_weights(tmp_path):
     (model / "model.safetensors").write_bytes(b"weights two")
     with pytest.raises(ValueError, match="another --converted-dir"):
         protocol._check_converted_model(model, runs)
+
+
+def test_select_picks_the_best_complete_candidate_on_held_out_scores(tmp_path, capsys):
+    protocol = _protocol()
+    scores = {"none": 0.50, "paper-5e-05": 0.49, "paper-1e-02": 0.52, "spread-1e-02": 0.51}
+    for name, variant, *_ in protocol.SWEEP:
+        for task in protocol.SWEEP_TASKS:
+            for seed in protocol.SWEEP_SEEDS:
+                folder = tmp_path / name / "runs" / task / variant / f"seed-{seed}"
+                folder.mkdir(parents=True)
+                score = scores[name] + 0.01 * seed
+                (folder / "result.json").write_text(json.dumps({"score": score}))
+    args = protocol.argparse.Namespace(sweep_dir=tmp_path)
+    assert protocol.select(args) == 0
+    text = (tmp_path / "selection.md").read_text()
+    assert "Selected: paper-1e-02 (--tisa-start paper --tisa-learning-rate 0.01)" in text
+    assert "| paper-1e-02 | 53.50 | 53.50 | 53.50 | 53.50 | +2.00 |" in text
+    # one seed of one task missing: not comparable, nothing selected
+    (tmp_path / "spread-1e-02/runs/stsb/keep/seed-2/result.json").unlink()
+    assert protocol.select(args) == 1
+    text = (tmp_path / "selection.md").read_text()
+    assert "52.00 (1)" in text and "Not finished: spread-1e-02" in text
+    assert "Selected" not in text
