@@ -48,7 +48,9 @@ def test_committed_runs_have_the_protocol_settings(stage):
 def test_sweep_candidates_match_their_settings():
     protocol = _protocol()
     candidates = {name: (variant, start, lr) for name, variant, start, lr in protocol.SWEEP}
-    for path, run in _results("sweep"):
+    runs = _results("sweep")
+    assert runs, "no committed sweep runs (a .gitignore rule that hides runs/ folders?)"
+    for path, run in runs:
         name = path.relative_to(protocol.RESULTS / "sweep").parts[0]
         variant, start, lr = candidates[name]
         assert run["variant"] == variant
