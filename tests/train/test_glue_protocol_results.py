@@ -22,7 +22,10 @@ def _protocol():
 
 
 def _results(stage: str) -> list[tuple[Path, dict]]:
-    found = sorted((_protocol().RESULTS / stage).glob("runs/*/*/seed-*/result.json"))
+    pattern = "runs/*/*/seed-*/result.json"
+    if stage == "sweep":  # one folder per candidate
+        pattern = "*/" + pattern
+    found = sorted((_protocol().RESULTS / stage).glob(pattern))
     return [(p, json.loads(p.read_text())) for p in found]
 
 
