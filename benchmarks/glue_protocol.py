@@ -160,11 +160,13 @@ def sweep(args: argparse.Namespace) -> int:
 
 def _sweep_runs(folder: Path, seeds=SWEEP_SEEDS) -> dict[str, dict[str, list[float]]]:
     """candidate -> task -> held-out scores of the finished seeds among ``seeds``."""
+    from tisa.train.glue import run_dir
+
     out: dict[str, dict[str, list[float]]] = {}
     for name, variant, *_ in SWEEP:
         for task in SWEEP_TASKS:
             for seed in seeds:
-                path = folder / name / "runs" / task / variant / f"seed-{seed}" / "result.json"
+                path = run_dir(folder / name, task, variant, seed) / "result.json"
                 try:
                     score = json.loads(path.read_text())["score"]
                 except (OSError, ValueError, KeyError):
