@@ -44,8 +44,8 @@ ZERO = {"amplitude_mean": 0.0, "amplitude_std": 0.0}
 @pytest.fixture(autouse=True)
 def live_bias_by_default(monkeypatch):
     """These tests check the mechanism with a bias that is not zero: add_tisa here starts
-    from the paper's initialisation. Its real default (zero amplitudes, which leaves a
-    pretrained model unchanged) is tested in test_optim.py."""
+    from the paper's initialisation, whatever tisa.hf.DEFAULT_START says. The starts that
+    leave a pretrained model unchanged are tested in test_optim.py."""
     import tisa.hf.settings
 
     monkeypatch.setattr(tisa.hf.settings, "DEFAULT_START", "paper")

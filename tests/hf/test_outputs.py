@@ -16,7 +16,7 @@ from tests.hf.test_optim import MODELS, _ids, _model
 def test_hidden_states_and_attentions_are_recorded_after_add_tisa(arch):
     stock = _model(arch)
     stock.set_attn_implementation("eager")
-    model = th.add_tisa(copy.deepcopy(stock))  # zero amplitudes: computes what stock does
+    model = th.add_tisa(copy.deepcopy(stock), start="spread")  # computes what stock does
     model.set_attn_implementation("tisa_eager")
     ids = _ids()
     with torch.no_grad():

@@ -251,10 +251,20 @@ def test_tisa_settings_are_checked_per_variant(tmp_path):
     _check_settings(GlueConfig(**base, variants=("remove",), tisa_learning_rate=3e-3))
     with pytest.raises(ValueError, match=r"keep.tisa_learning_rate: 0.01 there, 0.001 now"):
         _check_settings(GlueConfig(**base, variants=("keep",), tisa_learning_rate=1e-3))
-    with pytest.raises(ValueError, match=r"keep.tisa_start: 'spread' there, 'paper' now"):
+    with pytest.raises(ValueError, match=r"keep.tisa_start: 'paper' there, 'spread' now"):
         _check_settings(
-            GlueConfig(**base, variants=("keep",), tisa_start="paper", tisa_learning_rate=1e-2)
+            GlueConfig(**base, variants=("keep",), tisa_start="spread", tisa_learning_rate=1e-2)
         )
+
+
+def test_tisa_defaults_are_the_sweeps_choice():
+    """The held-out sweep chose the paper's start with the scoring parameters at the
+    backbone's learning rate (docs/glue.md): the defaults follow the backbone's rate."""
+    config = GlueConfig(model="m", tasks=("rte",), learning_rate=3e-5)
+    assert config.tisa_learning_rate == 3e-5 and config.tisa_start == "paper"
+    assert GlueConfig(model="m", tasks=("rte",), scoring="alibi").tisa_start == "paper"
+    own = GlueConfig(model="m", tasks=("rte",), tisa_learning_rate=1e-2, tisa_start="spread")
+    assert own.tisa_learning_rate == 1e-2 and own.tisa_start == "spread"
 
 
 @needs_glue

@@ -96,9 +96,9 @@ def add_tisa(
         settings: what to install (default: the RBF scoring function next to the
             position embeddings, the paper's setting).
         start: a :data:`tisa.hf.STARTS` name for the RBF parameters (default
-            :data:`tisa.hf.DEFAULT_START`, which leaves the pretrained model's function
-            unchanged at step 0); other families start from their own defaults and take
-            only ``"paper"``.
+            :data:`tisa.hf.DEFAULT_START`, the paper's initialisation; ``"spread"`` and
+            ``"zero"`` leave the pretrained model's function unchanged at step 0); other
+            families start from their own defaults and take only ``"paper"``.
         **options: instead of ``settings``, its fields as keywords (``scoring``,
             ``num_kernels``, ``position_embeddings``, ``share_across_layers``, ``rotary``,
             ``rotary_base``, ``backend``) and scoring options of the family (e.g.

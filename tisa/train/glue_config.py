@@ -19,7 +19,6 @@ from tisa._validate import check_int
 from tisa.data.glue import GLUE_TASKS, HF_GLUE, TaskType, get_task
 
 __all__ = [
-    "DEFAULT_TISA_LEARNING_RATE",
     "VARIANTS",
     "GlueConfig",
     "parse_train_caps",
@@ -46,10 +45,6 @@ _SETTING_KEYS = (
 # settings of the TISA variants only: checked per variant, so an output folder can hold
 # the baseline's runs before the TISA settings are chosen
 TISA_SETTING_KEYS = ("scoring", "num_kernels", "tisa_learning_rate", "tisa_start")
-
-#: Learning rate of the TISA scoring parameters unless ``tisa_learning_rate`` is given
-#: (chosen on held-out training data, docs/glue.md).
-DEFAULT_TISA_LEARNING_RATE = 1e-2
 
 
 def parse_train_caps(values: Sequence[str]) -> int | dict[str, int] | None:
@@ -111,10 +106,10 @@ class GlueConfig:
             t5, kerple_log, free).
         num_kernels: kernels per head of the rbf family.
         tisa_learning_rate: learning rate of the TISA scoring parameters, which get no
-            weight decay (default 0.01).
+            weight decay (default: learning_rate, the backbone's).
         tisa_start: how RBF scorers start (:data:`tisa.hf.STARTS`): paper (the paper's
             initialisation), zero (zero amplitudes), spread (zero amplitudes, offsets over
-            [-10, 10]); default spread.
+            [-10, 10]); default paper.
         holdout: a share of each training set (split off with seed 0) to evaluate on
             instead of the dev sets, for choosing hyperparameters; 0 evaluates on dev.
         glue_dir: classic glue_data folder; default: load from hf_path.
@@ -255,7 +250,8 @@ class GlueConfig:
                 f"warmup_ratio: expected a number in [0, 1), got {self.warmup_ratio!r}"
             )
         if self.tisa_learning_rate is None:
-            put("tisa_learning_rate", DEFAULT_TISA_LEARNING_RATE)
+            # the backbone's rate: chosen on held-out training data (docs/glue.md, "Sweep")
+            put("tisa_learning_rate", self.learning_rate)
         if not (isinstance(self.tisa_learning_rate, (int, float)) and self.tisa_learning_rate > 0):
             raise ValueError(
                 f"tisa_learning_rate: expected a positive number, got {self.tisa_learning_rate!r}"
