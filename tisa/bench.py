@@ -187,7 +187,7 @@ class AttentionBenchConfig:
             shared machine).
     """
 
-    lengths: tuple[int, ...] = (128, 512, 2048)
+    lengths: tuple[int, ...] = field(default=(128, 512, 2048), metadata={"cli": {"nargs": "*"}})
     forward_only_lengths: tuple[int, ...] = field(default=(8192,), metadata={"cli": {"nargs": "*"}})
     batch: int = 8
     heads: int = 12
@@ -208,6 +208,8 @@ class AttentionBenchConfig:
         check_int(self.seed, "seed", minimum=0)
         for length in (*self.lengths, *self.forward_only_lengths):
             check_int(length, "lengths", minimum=1)
+        if not (self.lengths or self.forward_only_lengths):
+            raise ValueError("lengths and forward_only_lengths are both empty: give a length")
         if self.threads is not None:
             check_int(self.threads, "threads", minimum=1)
         if self.clock not in CLOCKS:

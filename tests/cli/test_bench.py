@@ -37,6 +37,24 @@ def test_a_small_run_measures_the_chosen_variants(tmp_path):
     assert "| fwd | 33 | sdpa + rbf |" in bench.format_table(rows)
 
 
+def test_a_run_may_time_the_forward_only():
+    cfg = bench.AttentionBenchConfig(
+        lengths=(),
+        forward_only_lengths=(40,),
+        batch=2,
+        heads=3,
+        head_dim=8,
+        repeats=1,
+        variants=("sdpa + rbf",),
+        threads=1,
+    )
+    rows = bench.run_attention_benchmark(cfg, progress=False)
+    names = ("sdpa, no bias (baseline)", "sdpa + rbf")
+    assert {(r["pass"], r["variant"]) for r in rows} == {("fwd", v) for v in names}
+    with pytest.raises(ValueError, match="both empty"):
+        bench.AttentionBenchConfig(lengths=(), forward_only_lengths=())
+
+
 def test_cli_checks_outputs_and_names_before_running(tmp_path, capsys):
     cases = [
         (["--output", str(tmp_path)], "is a folder"),
