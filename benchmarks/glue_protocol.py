@@ -386,7 +386,8 @@ def summary(args: argparse.Namespace) -> int:
         )
     table = summarize(runs, "none")
     out = args.summary_dir
-    write_atomic(out / "results.md", summary_markdown(table))
+    status = _progress(runs, tuple(args.tasks or TASKS), tuple(args.seeds or PROTOCOL_SEEDS))
+    write_atomic(out / "results.md", status + summary_markdown(table))
     write_atomic(out / "results.csv", summary_csv(table))
     # the stock figures are of all-MiniLM-L6-v2: no parity for another model
     parity = parity_comparison(runs, "none", STOCK) if args.model is None else []
@@ -416,9 +417,30 @@ def summary(args: argparse.Namespace) -> int:
         parity_name="stock Trainer",
         chart_png=chart,
     )
-    print(summary_markdown(table) + parity_text, end="")
+    print(status + summary_markdown(table) + parity_text, end="")
     print(f"tables: {out}")
     return 0
+
+
+def _progress(runs: list[dict], tasks: tuple[str, ...], seeds: tuple[int, ...]) -> str:
+    """A line that says which (variant, task) cells still miss seeds; "" when none does."""
+    done: dict[tuple[str, str], set[int]] = {}
+    for r in runs:
+        done.setdefault((r["variant"], r["task"]), set()).add(r["seed"])
+    variants = dict.fromkeys(r["variant"] for r in runs)
+    missing = [
+        f"{variant} {task} {len(done.get((variant, task), set()) & set(seeds))}/{len(seeds)}"
+        for variant in variants
+        for task in tasks
+        if not set(seeds) <= done.get((variant, task), set())
+    ]
+    if not missing:
+        return ""
+    return (
+        f"**Not finished** (seeds done per variant and task): {', '.join(missing)}. Medians "
+        "and paired tests cover the finished seeds; a variant's GLUE average appears once "
+        "it has every task present, over the seeds that have them all.\n\n"
+    )
 
 
 def run_all(args: argparse.Namespace) -> int:

@@ -101,3 +101,18 @@ def test_select_picks_the_best_complete_candidate_on_held_out_scores(tmp_path, c
     text = (tmp_path / "selection.md").read_text()
     assert "52.00 (1)" in text and "Not finished: spread-1e-02" in text
     assert "Selected" not in text
+
+
+def test_summary_says_which_seeds_are_missing():
+    progress = _protocol()._progress
+    runs = [
+        {"variant": v, "task": t, "seed": s}
+        for v in ("none", "keep")
+        for t in ("cola", "rte")
+        for s in (1, 2)
+    ]
+    assert progress(runs, ("cola", "rte"), (1, 2)) == ""
+    line = progress(runs[:-1], ("cola", "rte"), (1, 2))  # keep rte seed 2 missing
+    assert line.startswith("**Not finished**") and "keep rte 1/2" in line
+    assert "none cola" not in line
+    assert "none rte 2/3" in progress(runs, ("cola", "rte"), (1, 2, 3))
