@@ -328,15 +328,33 @@ def _check_converted_model(model: Path, folder: Path) -> None:
     record = folder / "model.json"
     now = _weights_sha256(model)
     if record.is_file():
-        before = json.loads(record.read_text())["weights_sha256"]
+        kept = json.loads(record.read_text())
+        before = kept["weights_sha256"]
         if before != now:
+            made = kept.get("environment")
+            how = (
+                f" (it was converted with torch {made['torch']} on {made['threads']} threads: "
+                "`tisa convert` repeats its weights bit for bit only with the same torch "
+                "and thread count, e.g. OMP_NUM_THREADS)"
+                if made
+                else ""
+            )
             raise ValueError(
                 f"--converted-model: the runs in {str(folder)!r} were made with a model "
-                f"whose weights hash to {before[:12]}..., this one to {now[:12]}...; pass "
-                "that model, or another --converted-dir"
+                f"whose weights hash to {before[:12]}...{how}, this one to {now[:12]}...; "
+                "pass that model, or another --converted-dir"
             )
     else:
-        write_json(record, {"weights_sha256": now})
+        entry = {"weights_sha256": now}
+        metrics = model.parent / "metrics.json"  # written by tisa convert next to model/
+        if metrics.is_file():
+            made = json.loads(metrics.read_text())
+            entry["environment"] = made.get("environment")
+            paths = ("model", "output_dir", "glue_dir", "train_file", "eval_file")
+            entry["settings"] = {
+                k: v for k, v in (made.get("settings") or {}).items() if k not in paths
+            }
+        write_json(record, entry)
 
 
 def converted(args: argparse.Namespace) -> int:

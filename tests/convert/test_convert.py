@@ -169,6 +169,10 @@ def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts
     assert metrics["distillation"] == []
     assert metrics["settings"]["distill"]["steps"] == 0
     assert metrics["positional_parameters"]["converted"]["absolute"] == 0
+    assert metrics["environment"] == {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
     assert (out / "model" / "config.json").is_file()
     with pytest.raises(ValueError, match="steps must be an integer >= 0, got -1"):
         DistillSettings(steps=-1)

@@ -80,6 +80,28 @@ def test_converted_runs_refuse_a_model_with_other_weights(tmp_path):
         protocol._check_converted_model(model, runs)
 
 
+def test_converted_model_record_names_how_it_was_made(tmp_path):
+    """model.json keeps the conversion's torch and thread count (the weights repeat bit for
+    bit only with both) and its settings without machine paths."""
+    protocol = _protocol()
+    model, runs = tmp_path / "convert" / "model", tmp_path / "converted"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"weights one")
+    made = {
+        "environment": {"torch": "2.13.0+cpu", "threads": 2},
+        "settings": {"model": "/somewhere/minilm", "output_dir": "runs/convert", "seed": 0},
+    }
+    (model.parent / "metrics.json").write_text(json.dumps(made))
+    protocol._check_converted_model(model, runs)
+    record = json.loads((runs / "model.json").read_text())
+    assert record["environment"] == {"torch": "2.13.0+cpu", "threads": 2}
+    assert record["settings"] == {"seed": 0}
+    (model / "model.safetensors").write_bytes(b"weights two")
+    with pytest.raises(ValueError, match="torch 2.13.0.cpu on 2 threads"):
+        protocol._check_converted_model(model, runs)
+
+
 def test_select_picks_the_best_complete_candidate_on_held_out_scores(tmp_path, capsys):
     protocol = _protocol()
     scores = {"none": 0.50, "paper-5e-05": 0.49, "paper-1e-02": 0.52, "spread-1e-02": 0.51}

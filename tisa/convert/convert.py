@@ -361,6 +361,8 @@ def convert(config: ConvertConfig) -> ConvertResult:
             "evaluation": config.eval_file or "Penn Treebank test",
         },
         "positions": limit,
+        # the weights repeat bit for bit only with the same torch build and thread count
+        "environment": {"torch": torch.__version__, "threads": torch.get_num_threads()},
     }
     if sts is not None:
         metrics["sts_relative"] = after["sts_spearman"] / before["original"]["sts_spearman"]
