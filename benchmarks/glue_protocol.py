@@ -368,7 +368,15 @@ def converted(args: argparse.Namespace) -> int:
         flags = ["--converted-dir", str(args.converted_dir)]
         flags += ["--converted-model", args.converted_model]
         _spawn(args, _seed_jobs(args, "converted", flags))
-    config = _protocol_config(args, args.converted_model, ("none",), args.converted_dir)
+    # recorded by a name, not its path, which differs between clones; model.json pins the
+    # weights by their hash
+    config = _protocol_config(
+        args,
+        args.converted_model,
+        ("none",),
+        args.converted_dir,
+        model_name=f"{_model(args.model)} (tisa convert)",
+    )
     print(summary_markdown(run_glue(config).summary), end="")
     return 0
 

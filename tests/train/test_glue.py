@@ -257,6 +257,25 @@ def test_tisa_settings_are_checked_per_variant(tmp_path):
         )
 
 
+def test_model_name_is_recorded_instead_of_the_path(tmp_path):
+    """A model recorded by name resumes from another path; another name is refused."""
+    from tisa.train.glue import _check_settings
+
+    base = dict(tasks=("rte",), output_dir=str(tmp_path), model_name="minilm (converted)")
+    first = GlueConfig(model=str(tmp_path / "a" / "model"), **base)
+    assert first.settings()["model"] == "minilm (converted)"
+    _check_settings(first, write=True)
+    saved = json.loads((tmp_path / "settings.json").read_text())
+    assert saved["model"] == "minilm (converted)"
+    _check_settings(GlueConfig(model="elsewhere/model", **base))
+    other = GlueConfig(model="elsewhere/model", **{**base, "model_name": "other"})
+    with pytest.raises(ValueError, match=r"model: 'minilm \(converted\)' there, 'other' now"):
+        _check_settings(other)
+    assert GlueConfig(model="m", tasks=("rte",)).settings()["model"] == "m"
+    with pytest.raises(ValueError, match="model_name: expected a non-empty name"):
+        GlueConfig(model="m", tasks=("rte",), model_name=" ")
+
+
 def test_tisa_defaults_are_the_sweeps_choice():
     """The held-out sweep chose the paper's start with the scoring parameters at the
     backbone's learning rate (docs/glue.md): the defaults follow the backbone's rate."""

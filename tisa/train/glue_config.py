@@ -81,6 +81,9 @@ class GlueConfig:
 
     Attributes:
         model: HF model id or local path (a pretrained encoder or a saved TISA model).
+        model_name: the name recorded for the model in ``settings.json`` and every result,
+            and compared when an output folder is resumed (default: ``model``); for a
+            local model whose path differs between machines.
         tasks: GLUE task names (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli), or
             all for the nine; with train_file and validation_file: custom, or one GLUE
             task name.
@@ -169,6 +172,7 @@ class GlueConfig:
     bf16: bool = False
     keep_checkpoints: bool = False
     plot: bool = True
+    model_name: str | None = None
 
     def __post_init__(self) -> None:
         def put(name: str, value: Any) -> None:
@@ -178,6 +182,10 @@ class GlueConfig:
             put("model", os.fspath(self.model))
         if not isinstance(self.model, str) or not self.model:
             raise ValueError(f"model: expected a model id or path, got {self.model!r}")
+        if self.model_name is not None and (
+            not isinstance(self.model_name, str) or not self.model_name.strip()
+        ):
+            raise ValueError(f"model_name: expected a non-empty name, got {self.model_name!r}")
         for name in ("tasks", "variants", "seeds"):
             value = getattr(self, name)
             put(name, (value,) if isinstance(value, (str, int)) else tuple(value))
@@ -286,6 +294,7 @@ class GlueConfig:
         """Hyperparameters that every run in one output folder must share; with a TISA
         ``variant`` (``keep``, ``remove``) also those of its scoring functions."""
         out = {k: getattr(self, k) for k in _SETTING_KEYS}
+        out["model"] = self.model_name or self.model
         if variant is not None and variant != "none":
             out.update(self.tisa_settings())
         return out
