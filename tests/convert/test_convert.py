@@ -176,3 +176,30 @@ def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts
     assert (out / "model" / "config.json").is_file()
     with pytest.raises(ValueError, match="steps must be an integer >= 0, got -1"):
         DistillSettings(steps=-1)
+
+
+def test_positional_scale_compares_the_models_term_with_tisas(converted, tmp_path):
+    """benchmarks/positional_scale.py: the model's measured term per layer, as in fit.pt,
+    against the scorers that `keep` adds."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "positional_scale.py"
+    spec = importlib.util.spec_from_file_location("positional_scale", script)
+    scale = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scale)
+    _, out = converted
+    result = scale.measure(out, start="paper", seed=1, max_offset=16)
+    fit = torch.load(out / "fit.pt", weights_only=False)["fit"]
+    offsets = fit["original"]["offsets"]
+    window = fit["target"][..., offsets.abs() <= 16].double()
+    assert [r["layer"] for r in result["layers"]] == [1, 2]
+    for i, row in enumerate(result["layers"]):
+        assert row["model_std"] == pytest.approx(window[i].std(-1).median().item())
+        assert row["tisa_std"] > 0 and row["tisa_range"] > 0  # the paper's start is not zero
+        assert row["ratio_std"] == pytest.approx(row["model_std"] / row["tisa_std"])
+    zero = scale.measure(out, start="zero", seed=1, max_offset=16)
+    assert all(r["tisa_std"] == 0 and r["ratio_std"] is None for r in zero["layers"])
+    assert "| 1 |" in scale.markdown(result) and "n/a |" in scale.markdown(zero)
+    with pytest.raises(ValueError, match="--max-offset"):
+        scale.measure(out, start="paper", seed=1, max_offset=10_000)
+    assert scale.main([str(tmp_path)]) == 2  # no fit.pt there: an error, no traceback
