@@ -424,3 +424,19 @@ def test_causal_lm_run(tmp_path):
     assert [r["step"] for r in rows] == [2, 4]
     assert all(0.0 <= r["ti_fp_raw_offdiag"] <= 1.0 for r in rows)
     assert set(rows[0]["nulls"]) == {"gram_offdiag", "cos_offdiag", "fp_raw_offdiag"}
+
+
+def test_rbf_schemes_of_a_masked_lm_default_to_their_own_scoring_rate(tmp_path):
+    """Unset, tisa_learning_rate is DEFAULT_RBF_LEARNING_RATE where it was chosen (the RBF
+    schemes of a masked LM) and the backbone's elsewhere; a given rate is kept."""
+    from tisa.train.pretrain_config import DEFAULT_RBF_LEARNING_RATE
+
+    def rate(**kw):
+        return PretrainConfig(output_dir=str(tmp_path), **kw).tisa_learning_rate
+
+    assert DEFAULT_RBF_LEARNING_RATE == 0.1
+    assert rate(position="tisa") == rate(position="absolute+tisa") == 0.1
+    assert rate(position="tisa", tisa_learning_rate=2e-3) == 2e-3
+    for position in ("t5", "kerple_log", "rbf_log", "alibi", "absolute"):
+        assert rate(position=position) is None  # the backbone's
+    assert rate(position="tisa", arch="gpt2") is None

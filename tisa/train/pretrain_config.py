@@ -17,7 +17,12 @@ from typing import Any
 
 from tisa._validate import check_int
 
-__all__ = ["RESUME_KEYS", "PretrainConfig", "parse_options"]
+__all__ = ["DEFAULT_RBF_LEARNING_RATE", "RESUME_KEYS", "PretrainConfig", "parse_options"]
+
+#: Peak learning rate of the RBF scoring parameters (``tisa``, ``absolute+tisa``) when
+#: ``tisa_learning_rate`` is not given: the best of 5e-4 (the backbone's) to 3e-1 on Penn
+#: Treebank validation loss, confirmed at 2,500 steps (docs/pretraining.md).
+DEFAULT_RBF_LEARNING_RATE = 1e-1
 
 #: Fields that must match when a run is resumed (they define the model and its data).
 RESUME_KEYS = (
@@ -62,7 +67,10 @@ class PretrainConfig:
         learning_rate: peak AdamW learning rate.
         tisa_learning_rate: peak learning rate of the positional scoring parameters
             (TISA kernels, tails, T5 buckets, ...), which never take weight decay; None:
-            ``learning_rate``. The schedule scales both alike.
+            :data:`DEFAULT_RBF_LEARNING_RATE` for the RBF schemes (``tisa``,
+            ``absolute+tisa``) of a masked LM, where it was chosen; ``learning_rate``
+            otherwise. The schedule scales both
+            alike.
         weight_decay: AdamW weight decay (not on biases, norms and scoring parameters).
         warmup: linear warm-up, a fraction of ``max_steps`` (< 1) or a number of steps.
         gradient_accumulation_steps: micro-batches per optimiser step.
@@ -164,7 +172,7 @@ class PretrainConfig:
 
     def __post_init__(self) -> None:
         from tisa.data.mlm import BLOCK_FORMATS
-        from tisa.train.masked_lm import ARCHITECTURES, POSITIONS, SIZES
+        from tisa.train.masked_lm import ARCHITECTURES, POSITIONS, SIZES, scoring_family
 
         if not self.output_dir:
             raise ValueError("output_dir must be a folder path, got an empty string")
@@ -226,6 +234,8 @@ class PretrainConfig:
         lr = self.tisa_learning_rate
         if lr is not None and not (isinstance(lr, int | float) and lr > 0):
             raise ValueError(f"tisa_learning_rate must be > 0 or None, got {lr!r}")
+        if lr is None and scoring_family(self.position) == "rbf" and not self.causal:
+            object.__setattr__(self, "tisa_learning_rate", DEFAULT_RBF_LEARNING_RATE)
         if not (isinstance(self.weight_decay, int | float) and self.weight_decay >= 0):
             raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
         if not (isinstance(self.warmup, int | float) and self.warmup >= 0):
