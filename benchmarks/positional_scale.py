@@ -42,10 +42,10 @@ def measure(convert_dir: Path, *, start: str, seed: int, max_offset: int) -> dic
     from tisa.hf.install import iter_scorers
 
     fit_file = convert_dir / "fit.pt"
-    if not fit_file.is_file():
+    if not fit_file.is_file() or not (convert_dir / "metrics.json").is_file():
         raise FileNotFoundError(
-            f"convert_dir: {str(convert_dir)!r} has no fit.pt; pass the --output-dir of a "
-            "finished `tisa convert`"
+            f"convert_dir: {str(convert_dir)!r} lacks fit.pt or metrics.json; pass the "
+            "--output-dir of a finished `tisa convert`"
         )
     fit = torch.load(fit_file, map_location="cpu", weights_only=False)["fit"]
     offsets = fit["original"]["offsets"]

@@ -241,7 +241,10 @@ def _pretraining_section(out: Path, config: DemoConfig, summary_rows: list[list]
                 eval_steps=max(1, steps // 5),
                 max_eval_blocks=64,
                 seed=config.seed,
-            )
+            ),
+            # a finished run from another demo (other steps, seed or scoring rate) is
+            # refused with the folder's name, never shown as this one
+            must_match=("position", "max_steps", "seed", "tisa_learning_rate"),
         )
     lengths = [128, 256, 512, 1024]
     results = extrapolate(list(runs.values()), lengths, max_tokens=16384, output_dir=None)

@@ -69,8 +69,7 @@ class PretrainConfig:
             (TISA kernels, tails, T5 buckets, ...), which never take weight decay; None:
             :data:`DEFAULT_RBF_LEARNING_RATE` for the RBF schemes (``tisa``,
             ``absolute+tisa``) of a masked LM, where it was chosen; ``learning_rate``
-            otherwise. The schedule scales both
-            alike.
+            otherwise. The schedule scales both alike.
         weight_decay: AdamW weight decay (not on biases, norms and scoring parameters).
         warmup: linear warm-up, a fraction of ``max_steps`` (< 1) or a number of steps.
         gradient_accumulation_steps: micro-batches per optimiser step.
