@@ -238,7 +238,7 @@ def _summarise(runs: dict[str, Path], args: argparse.Namespace) -> dict[str, Any
         test_loss[label] = _losses(out, runs[base].name, args.lengths)
 
     summary: dict[str, Any] = {
-        "settings": vars(args) | {"output_dir": str(args.output_dir)},
+        "settings": vars(args) | {"output_dir": _shown(args.output_dir)},
         "runs": {},
         "variants": variants,
     }
@@ -275,6 +275,15 @@ def _summarise(runs: dict[str, Path], args: argparse.Namespace) -> dict[str, Any
     if absolute is not None and (absolute / "ti.jsonl").is_file():
         summary["ti_over_training"] = _ti_curve(absolute / "ti.jsonl")
     return summary
+
+
+def _shown(path: Path) -> str:
+    """``path`` as a summary records it: relative to the working folder when inside it (a
+    summary committed with its results names no machine's folders), else as given."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _losses(results, label: str, lengths: list[int]) -> dict[int, float | None]:

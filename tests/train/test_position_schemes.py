@@ -70,3 +70,11 @@ def test_ti_curve_correlates_every_series_with_the_loss(tmp_path):
     assert curve["spearman_ti_fp_raw_vs_eval_loss"] is None  # constant: no correlation
     assert curve["spearman_ti_cos_offdiag_vs_eval_loss"] is None  # not logged
     assert not math.isnan(curve["spearman_ti_gram_vs_eval_loss_p"])
+
+
+def test_summary_names_its_folder_relative_to_the_working_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert ps._shown(tmp_path / "runs" / "ps") == str(Path("runs") / "ps")
+    assert ps._shown(Path("runs/ps")) == str(Path("runs") / "ps")
+    elsewhere = tmp_path.parent / "other"
+    assert ps._shown(elsewhere) == str(elsewhere)  # outside: as given
