@@ -203,3 +203,50 @@ def test_positional_scale_compares_the_models_term_with_tisas(converted, tmp_pat
     with pytest.raises(ValueError, match="--max-offset"):
         scale.measure(out, start="paper", seed=1, max_offset=10_000)
     assert scale.main([str(tmp_path)]) == 2  # no fit.pt there: an error, no traceback
+
+
+def _script(name: str):
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not GLUE_DIR.is_dir(), reason="needs the GLUE data beside the repository")
+def test_word_order_probe_tells_the_models_apart(converted, tmp_path):
+    """benchmarks/word_order.py: a model without positions does not see a swap; the
+    original does; the probe scores every layer and pairs the models."""
+    import random
+
+    wo = _script("word_order")
+    rng = random.Random(0)
+    sentence = "the cat sat on the mat today"
+    for perm in (wo.swapped(sentence, rng), wo.shuffled(sentence, rng)):
+        assert perm != sentence and sorted(perm.split()) == sorted(sentence.split())
+    _, out = converted
+    result = wo.measure(out, GLUE_DIR, max_train=60, bootstrap=100, max_length=48, progress=False)
+    models = result["models"]
+    assert list(models) == ["original", "converted", "no positions"]
+    blind = models["no positions"]["order"]
+    assert max(blind["swap"]["values"]) < 1e-5 and max(blind["shuffle"]["values"]) < 1e-5
+    assert models["original"]["order"]["swap"]["median"] > 1e-4
+    for m in models.values():
+        assert [r["layer"] for r in m["probe"]] == [0, 1, 2]
+        assert all(-1 <= r["mcc"] <= 1 and r["C"] in wo.C_GRID for r in m["probe"])
+    row = result["paired"]["converted - original"][2]
+    assert row["difference"] == pytest.approx(
+        models["converted"]["probe"][2]["mcc"] - models["original"]["probe"][2]["mcc"]
+    )
+    assert row["interval95"][0] <= row["interval95"][1]
+    assert set(result["order_paired"]) == {"swap", "shuffle"}
+    cmp = wo.order_comparison([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2.0, 4.0, 6.0, 8.0, 10.0, 12.0])
+    assert cmp["median_ratio"] == 0.5 and cmp["share_lower"] == 1.0 and cmp["wilcoxon_p"] < 0.05
+    assert "| no positions |" in wo.markdown(result)
+    assert wo.paired_interval([0, 1, 1, 0], [0, 1, 0, 0], [0, 1, 0, 0], resamples=100, seed=1) == [
+        0.0,
+        0.0,
+    ]
+    assert wo.main([str(tmp_path), "--glue-dir", str(GLUE_DIR)]) == 2  # not a conversion
