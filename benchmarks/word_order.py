@@ -53,37 +53,12 @@ def shuffled(sentence: str, rng: random.Random) -> str:
     return " ".join(words[i] for i in order)
 
 
-def layer_embeddings(model, tokenizer, texts, *, batch_size: int = 64, max_length: int = 128):
-    """Mean-pooled hidden states of every layer: (layers + 1, N, D) float32, input order."""
-    import torch
-
-    from tisa.convert.evaluate import mean_pool
-
-    base = getattr(model, "base_model", model).eval()
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    out = None
-    with torch.no_grad():
-        for s in range(0, len(order), batch_size):
-            idx = order[s : s + batch_size]
-            enc = tokenizer(
-                [texts[i] for i in idx],
-                padding=True,
-                truncation=True,
-                max_length=max_length,
-                return_tensors="pt",
-            )
-            states = base(**enc, output_hidden_states=True).hidden_states
-            pooled = torch.stack([mean_pool(h, enc["attention_mask"]) for h in states])
-            if out is None:
-                out = torch.empty(len(states), len(texts), pooled.shape[-1])
-            out[:, idx] = pooled.float()
-    return out
-
-
 def order_sensitivity(model, tokenizer, sentences, *, seed: int, max_length: int = 128) -> dict:
     """1 - cosine between the last layer's embeddings of each sentence and of its swapped
     and shuffled forms: per-sentence values and their median and quartiles."""
     import torch
+
+    from tisa.convert.evaluate import layer_embeddings
 
     rng = random.Random(seed)
     swaps = [swapped(s, rng) for s in sentences]
@@ -194,6 +169,7 @@ def measure(
     from sklearn.metrics import matthews_corrcoef
     from tqdm.auto import tqdm
 
+    from tisa.convert.evaluate import layer_embeddings
     from tisa.data.glue import load_glue
 
     data = load_glue("cola", glue_dir=glue_dir, splits=("train", "validation"))

@@ -111,3 +111,24 @@ def test_bad_students(parts):
         fit_layers(model, build_student(model), blocks, layers="some")
     with pytest.raises(ValueError, match="no absolute position|absolute"):
         build_student(alibi)
+
+
+def test_layer_embeddings_pool_every_layer_in_input_order(tiny_bert):
+    """layer_embeddings: one mean-pooled row per text and layer, in input order; its last
+    layer is sentence_embeddings."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from tisa.convert.evaluate import layer_embeddings, mean_pool, sentence_embeddings
+
+    model, tok = AutoModel.from_pretrained(tiny_bert), AutoTokenizer.from_pretrained(tiny_bert)
+    texts = ["the cat sat on the mat", "a", "it was the best of times and the worst", "an ox"]
+    every = layer_embeddings(model, tok, texts, batch_size=2)
+    assert every.shape == (model.config.num_hidden_layers + 1, len(texts), 16)
+    torch.testing.assert_close(every[-1], sentence_embeddings(model, tok, texts, batch_size=3))
+    enc = tok(texts[2:3], return_tensors="pt")
+    with torch.no_grad():
+        states = model(**enc, output_hidden_states=True).hidden_states
+    for layer, h in enumerate(states):
+        torch.testing.assert_close(every[layer, 2], mean_pool(h, enc["attention_mask"])[0])
+    with pytest.raises(ValueError, match="texts"):
+        layer_embeddings(model, tok, [])

@@ -1,7 +1,8 @@
 """How good a converted model is: fidelity to the original, STS-B zero-shot, long inputs.
 
 * :func:`sentence_embeddings`: mean-pooled last hidden states (the pooling of
-  sentence-transformers models such as all-MiniLM-L6-v2).
+  sentence-transformers models such as all-MiniLM-L6-v2); :func:`layer_embeddings`, the
+  same for every layer.
 * :func:`fidelity`: cosine between the original's and the converted model's embeddings of
   the same texts.
 * :func:`sts_spearman`: STS-B-style zero-shot quality, the Spearman correlation between
@@ -24,6 +25,7 @@ from tisa._validate import check_int
 __all__ = [
     "LengthPoint",
     "fidelity",
+    "layer_embeddings",
     "long_inputs",
     "mean_pool",
     "sentence_embeddings",
@@ -41,8 +43,16 @@ def _base(model: nn.Module) -> nn.Module:
     return getattr(model, "base_model", model)
 
 
+def sentence_embeddings(model: nn.Module, tokenizer, texts: Sequence[str], **options) -> Tensor:
+    """Mean-pooled last hidden states of ``texts``: (N, D) float32.
+
+    ``options`` are those of :func:`layer_embeddings` (``batch_size``, ``max_length``).
+    """
+    return layer_embeddings(model, tokenizer, texts, **options)[-1]
+
+
 @torch.no_grad()
-def sentence_embeddings(
+def layer_embeddings(
     model: nn.Module,
     tokenizer,
     texts: Sequence[str],
@@ -50,16 +60,18 @@ def sentence_embeddings(
     batch_size: int = 64,
     max_length: int = 128,
 ) -> Tensor:
-    """Mean-pooled embeddings of ``texts``: (N, D) float32.
+    """Mean-pooled hidden states of every layer, the embeddings' output first:
+    (layers + 1, N, D) float32, in input order.
 
-    Texts are sorted by length into batches (less padding), and returned in input order.
+    Texts are sorted by length into batches (less padding) and truncated to
+    ``max_length`` tokens.
     """
     check_int(batch_size, "batch_size")
     base = _base(model)
     was_training = base.training
     base.eval()
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    out: list[Tensor | None] = [None] * len(texts)
+    out: Tensor | None = None
     device = next(base.parameters()).device
     try:
         for s in range(0, len(order), batch_size):
@@ -71,13 +83,16 @@ def sentence_embeddings(
                 max_length=max_length,
                 return_tensors="pt",
             ).to(device)
-            hidden = base(**enc).last_hidden_state
-            pooled = mean_pool(hidden, enc["attention_mask"]).float().cpu()
-            for j, i in enumerate(idx):
-                out[i] = pooled[j]
+            states = base(**enc, output_hidden_states=True).hidden_states
+            pooled = torch.stack([mean_pool(h, enc["attention_mask"]) for h in states])
+            if out is None:
+                out = torch.empty(len(states), len(texts), pooled.shape[-1])
+            out[:, idx] = pooled.float().cpu()
     finally:
         base.train(was_training)
-    return torch.stack(out)  # type: ignore[arg-type]
+    if out is None:
+        raise ValueError("texts: expected at least one text, got none")
+    return out
 
 
 def _cosine(a: Tensor, b: Tensor) -> Tensor:
