@@ -464,7 +464,10 @@ def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan) -> Tensor:
     """
     b, h, lq, _ = q.shape
     lk = k.shape[-2]
-    out = q.new_empty(b, h, lq, v.shape[-1])
+    # (B, Lq, H, D) storage seen as (B, H, Lq, D), the layout SDPA returns: a model that
+    # transposes the output back and calls .contiguous() (as Hugging Face models do) then
+    # copies nothing (2% of the forward at L = 512, measured with q, k, v in that layout)
+    out = q.new_empty(b, lq, h, v.shape[-1]).transpose(1, 2)
     for bs, hs, start, stop in _blocks(_forward_plan(q, k, add, plan), b, h, lq):
         attn_mask = bias_lib.reversed_rows(tab[hs], lq, lk, start, stop)[None]  # (1, h, R, Lk)
         if add is not None:
