@@ -427,8 +427,9 @@ def test_causal_lm_run(tmp_path):
 
 
 def test_rbf_schemes_of_a_masked_lm_default_to_their_own_scoring_rate(tmp_path):
-    """Unset, tisa_learning_rate is DEFAULT_RBF_LEARNING_RATE where it was chosen (the RBF
-    schemes of a masked LM) and the backbone's elsewhere; a given rate is kept."""
+    """Unset, tisa_learning_rate is DEFAULT_RBF_LEARNING_RATE where it was measured (the
+    RBF schemes of a masked LM, rbf_linear's included) and the backbone's elsewhere; a
+    given rate is kept."""
     from tisa.train.pretrain_config import DEFAULT_RBF_LEARNING_RATE
 
     def rate(**kw):
@@ -436,7 +437,8 @@ def test_rbf_schemes_of_a_masked_lm_default_to_their_own_scoring_rate(tmp_path):
 
     assert DEFAULT_RBF_LEARNING_RATE == 0.1
     assert rate(position="tisa") == rate(position="absolute+tisa") == 0.1
+    assert rate(position="rbf_linear") == 0.1
     assert rate(position="tisa", tisa_learning_rate=2e-3) == 2e-3
-    for position in ("t5", "kerple_log", "rbf_log", "alibi", "absolute"):
+    for position in ("t5", "kerple_log", "rbf_log", "rbf_logdist", "alibi", "absolute"):
         assert rate(position=position) is None  # the backbone's
     assert rate(position="tisa", arch="gpt2") is None

@@ -17,12 +17,24 @@ from typing import Any
 
 from tisa._validate import check_int
 
-__all__ = ["DEFAULT_RBF_LEARNING_RATE", "RESUME_KEYS", "PretrainConfig", "parse_options"]
+__all__ = [
+    "DEFAULT_RBF_LEARNING_RATE",
+    "OWN_RATE_FAMILIES",
+    "RESUME_KEYS",
+    "PretrainConfig",
+    "parse_options",
+]
 
-#: Peak learning rate of the RBF scoring parameters (``tisa``, ``absolute+tisa``) when
-#: ``tisa_learning_rate`` is not given: the best of 5e-4 (the backbone's) to 3e-1 on Penn
-#: Treebank validation loss, confirmed at 2,500 steps (docs/pretraining.md).
+#: Peak learning rate of the RBF scoring parameters (``tisa``, ``absolute+tisa``,
+#: ``rbf_linear``) when ``tisa_learning_rate`` is not given: the best of 5e-4 (the
+#: backbone's) to 3e-1 on Penn Treebank validation loss for ``tisa``, confirmed at 2,500
+#: steps for ``tisa``, ``absolute+tisa`` and ``rbf_linear`` (docs/pretraining.md).
 DEFAULT_RBF_LEARNING_RATE = 1e-1
+
+#: Scoring families whose masked LMs train their scoring parameters at
+#: DEFAULT_RBF_LEARNING_RATE unless told otherwise (measured there; the others keep the
+#: backbone's rate until they are).
+OWN_RATE_FAMILIES = ("rbf", "rbf_linear")
 
 #: Fields that must match when a run is resumed (they define the model and its data).
 RESUME_KEYS = (
@@ -68,8 +80,8 @@ class PretrainConfig:
         tisa_learning_rate: peak learning rate of the positional scoring parameters
             (TISA kernels, tails, T5 buckets, ...), which never take weight decay; None:
             :data:`DEFAULT_RBF_LEARNING_RATE` for the RBF schemes (``tisa``,
-            ``absolute+tisa``) of a masked LM, where it was chosen; ``learning_rate``
-            otherwise. The schedule scales both alike.
+            ``absolute+tisa``, ``rbf_linear``) of a masked LM, where it was measured;
+            ``learning_rate`` otherwise. The schedule scales both alike.
         weight_decay: AdamW weight decay (not on biases, norms and scoring parameters).
         warmup: linear warm-up, a fraction of ``max_steps`` (< 1) or a number of steps.
         gradient_accumulation_steps: micro-batches per optimiser step.
@@ -233,7 +245,7 @@ class PretrainConfig:
         lr = self.tisa_learning_rate
         if lr is not None and not (isinstance(lr, int | float) and lr > 0):
             raise ValueError(f"tisa_learning_rate must be > 0 or None, got {lr!r}")
-        if lr is None and scoring_family(self.position) == "rbf" and not self.causal:
+        if lr is None and scoring_family(self.position) in OWN_RATE_FAMILIES and not self.causal:
             object.__setattr__(self, "tisa_learning_rate", DEFAULT_RBF_LEARNING_RATE)
         if not (isinstance(self.weight_decay, int | float) and self.weight_decay >= 0):
             raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
