@@ -116,8 +116,6 @@ def test_bad_students(parts):
 def test_layer_embeddings_pool_every_layer_in_input_order(tiny_bert):
     """layer_embeddings: one mean-pooled row per text and layer, in input order; its last
     layer is sentence_embeddings."""
-    from transformers import AutoModel, AutoTokenizer
-
     from tisa.convert.evaluate import layer_embeddings, mean_pool, sentence_embeddings
 
     model, tok = AutoModel.from_pretrained(tiny_bert), AutoTokenizer.from_pretrained(tiny_bert)
