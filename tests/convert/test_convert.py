@@ -250,3 +250,18 @@ def test_word_order_probe_tells_the_models_apart(converted, tmp_path):
         0.0,
     ]
     assert wo.main([str(tmp_path), "--glue-dir", str(GLUE_DIR)]) == 2  # not a conversion
+
+
+def test_converted_speed_times_both_models_inside_the_table(converted, tmp_path):
+    """benchmarks/converted_speed.py: paired timings of the original and its conversion."""
+    speed = _script("converted_speed")
+    _, out = converted
+    result = speed.measure(out, lengths=(16, 32), batch=2, rounds=2)
+    assert [r["length"] for r in result["rows"]] == [16, 32]
+    for r in result["rows"]:
+        assert r["original_s"] > 0 and r["converted_s"] > 0
+        assert r["ratio_low"] <= r["ratio"] <= r["ratio_high"]
+    assert "| 32 |" in speed.markdown(result)
+    with pytest.raises(ValueError, match="--lengths"):
+        speed.measure(out, lengths=(10_000,), batch=1, rounds=1)
+    assert speed.main([str(tmp_path)]) == 2  # not a conversion: an error, no traceback
