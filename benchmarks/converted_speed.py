@@ -13,7 +13,6 @@ work on the machine while it runs.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -25,15 +24,10 @@ def load(convert_dir: Path):
     from transformers import AutoModel
 
     import tisa.hf  # noqa: F401  (registers the TISA architectures for Auto classes)
+    from tisa.convert.convert import finished_conversion
     from tisa.hub import model_source
 
-    metrics_file, model_dir = convert_dir / "metrics.json", convert_dir / "model"
-    if not metrics_file.is_file() or not (model_dir / "config.json").is_file():
-        raise FileNotFoundError(
-            f"convert_dir: {str(convert_dir)!r} lacks metrics.json or model/config.json; "
-            "pass the --output-dir of a finished `tisa convert`"
-        )
-    source = json.loads(metrics_file.read_text())["model"]
+    source, model_dir = finished_conversion(convert_dir)
     original = AutoModel.from_pretrained(model_source(source), attn_implementation="sdpa")
     return source, original.eval(), AutoModel.from_pretrained(model_dir).eval()
 

@@ -27,7 +27,6 @@ Writes word_order.{json,md} and word_order.png into ``--output``.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from pathlib import Path
@@ -137,16 +136,11 @@ def load_models(convert_dir: Path):
     from transformers import AutoModel, AutoTokenizer
 
     import tisa.hf  # noqa: F401  (registers the TISA architectures for Auto classes)
+    from tisa.convert.convert import finished_conversion
     from tisa.convert.student import build_student
     from tisa.hub import model_source
 
-    metrics_file, model_dir = convert_dir / "metrics.json", convert_dir / "model"
-    if not metrics_file.is_file() or not (model_dir / "config.json").is_file():
-        raise FileNotFoundError(
-            f"convert_dir: {str(convert_dir)!r} lacks metrics.json or model/config.json; "
-            "pass the --output-dir of a finished `tisa convert`"
-        )
-    source = json.loads(metrics_file.read_text())["model"]
+    source, model_dir = finished_conversion(convert_dir)
     original = AutoModel.from_pretrained(model_source(source))
     models = {
         "original": original,

@@ -265,3 +265,12 @@ def test_converted_speed_times_both_models_inside_the_table(converted, tmp_path)
     with pytest.raises(ValueError, match="--lengths"):
         speed.measure(out, lengths=(10_000,), batch=1, rounds=1)
     assert speed.main([str(tmp_path)]) == 2  # not a conversion: an error, no traceback
+
+
+def test_finished_conversion_names_the_original_and_the_model(converted, tiny_bert, tmp_path):
+    from tisa.convert import finished_conversion
+
+    _, out = converted
+    assert finished_conversion(out) == (tiny_bert, out / "model")
+    with pytest.raises(FileNotFoundError, match="^where: .*tisa convert"):
+        finished_conversion(tmp_path, argument="where")

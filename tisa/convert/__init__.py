@@ -20,6 +20,7 @@ _LAZY = {
     "ConvertConfig": "tisa.convert.convert",
     "ConvertResult": "tisa.convert.convert",
     "convert": "tisa.convert.convert",
+    "finished_conversion": "tisa.convert.convert",
     "DistillSettings": "tisa.convert.distill",
     "fit_rbf": "tisa.convert.fit",
     "build_student": "tisa.convert.student",

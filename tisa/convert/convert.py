@@ -45,7 +45,25 @@ import torch
 from tisa._validate import check_int
 from tisa.convert.distill import DistillSettings
 
-__all__ = ["ConvertConfig", "ConvertResult", "convert"]
+__all__ = ["ConvertConfig", "ConvertResult", "convert", "finished_conversion"]
+
+
+def finished_conversion(folder: str | Path, *, argument: str = "convert_dir") -> tuple[str, Path]:
+    """The original's model name and the converted model's folder of a finished
+    ``tisa convert`` run in ``folder`` (its ``--output-dir``).
+
+    Raises:
+        FileNotFoundError: ``folder`` lacks metrics.json or model/config.json; the message
+            names ``argument``.
+    """
+    folder = Path(folder)
+    metrics_file, model_dir = folder / "metrics.json", folder / "model"
+    if not metrics_file.is_file() or not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{argument}: {str(folder)!r} lacks metrics.json or model/config.json; pass the "
+            "--output-dir of a finished `tisa convert`"
+        )
+    return json.loads(metrics_file.read_text())["model"], model_dir
 
 
 def _optional_int(value: int | str | None) -> int | None:
