@@ -157,6 +157,7 @@ def measure(
     seed: int = 1,
     bootstrap: int = 2000,
     max_train: int | None = None,
+    max_dev: int | None = None,
     max_length: int = 128,
     progress: bool = True,
 ) -> dict:
@@ -170,6 +171,8 @@ def measure(
     train, dev = data["train"], data["validation"]
     if max_train is not None:
         train = train.select(range(min(max_train, len(train))))
+    if max_dev is not None:  # a smaller run (the reported figures use the whole dev set)
+        dev = dev.select(range(min(max_dev, len(dev))))
     source, models, tokenizer = load_models(convert_dir)
     # sentences of at least 4 words that fit whole (a truncated pair would differ in more
     # than order)

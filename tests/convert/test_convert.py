@@ -227,7 +227,9 @@ def test_word_order_probe_tells_the_models_apart(converted, tmp_path):
     for perm in (wo.swapped(sentence, rng), wo.shuffled(sentence, rng)):
         assert perm != sentence and sorted(perm.split()) == sorted(sentence.split())
     _, out = converted
-    result = wo.measure(out, GLUE_DIR, max_train=60, bootstrap=100, max_length=48, progress=False)
+    result = wo.measure(
+        out, GLUE_DIR, max_train=60, max_dev=200, bootstrap=100, max_length=48, progress=False
+    )
     models = result["models"]
     assert list(models) == ["original", "converted", "no positions"]
     blind = models["no positions"]["order"]
