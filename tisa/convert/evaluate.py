@@ -48,10 +48,9 @@ def sentence_embeddings(model: nn.Module, tokenizer, texts: Sequence[str], **opt
 
     ``options`` are those of :func:`layer_embeddings` (``batch_size``, ``max_length``).
     """
-    return layer_embeddings(model, tokenizer, texts, **options)[-1]
+    return _pooled(model, tokenizer, texts, every_layer=False, **options)[0]
 
 
-@torch.no_grad()
 def layer_embeddings(
     model: nn.Module,
     tokenizer,
@@ -66,6 +65,17 @@ def layer_embeddings(
     Texts are sorted by length into batches (less padding) and truncated to
     ``max_length`` tokens.
     """
+    return _pooled(
+        model, tokenizer, texts, every_layer=True, batch_size=batch_size, max_length=max_length
+    )
+
+
+@torch.no_grad()
+def _pooled(
+    model, tokenizer, texts, *, every_layer: bool, batch_size: int = 64, max_length: int = 128
+) -> Tensor:
+    """(K, N, D): every layer's mean-pooled states (K = layers + 1) or the last one's
+    (K = 1, without keeping the other layers' states)."""
     check_int(batch_size, "batch_size")
     base = _base(model)
     was_training = base.training
@@ -83,7 +93,8 @@ def layer_embeddings(
                 max_length=max_length,
                 return_tensors="pt",
             ).to(device)
-            states = base(**enc, output_hidden_states=True).hidden_states
+            result = base(**enc, output_hidden_states=every_layer)
+            states = result.hidden_states if every_layer else (result.last_hidden_state,)
             pooled = torch.stack([mean_pool(h, enc["attention_mask"]) for h in states])
             if out is None:
                 out = torch.empty(len(states), len(texts), pooled.shape[-1])
