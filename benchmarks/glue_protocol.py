@@ -25,12 +25,14 @@ no weight decay (the Trainer's defaults), fp32: the settings on which the stock 
 Face Trainer was measured (:data:`STOCK`), so the protocol's ``none`` is also the parity
 check of the baseline; ``summary`` compares the two (``parity.md``).
 
-``--parallel N`` runs N processes at once, each with its share of the (candidate, seed)
-pairs or seeds, a new one as soon as one ends: on one large GPU (all-MiniLM-L6-v2
-fine-tunes in seconds there; the processes share the device), or on an N-core CPU with
-``OMP_NUM_THREADS=1`` (N one-thread processes use the cores better than one process
-with N threads). ``all`` runs sweep, select, protocol, converted (when
-``--converted-model`` is given) and summary in one go.
+``--parallel N`` runs N processes at once, a new one as soon as one ends: on one large GPU
+(all-MiniLM-L6-v2 fine-tunes in seconds there; the processes share the device), or on an
+N-core CPU with ``OMP_NUM_THREADS=1`` (N one-thread processes use the cores better than
+one process with N threads). The sweep's jobs are its (candidate, seed) pairs; those of
+``protocol`` and ``converted`` are their unfinished (seed, task) pairs, the longest first
+(:data:`RUN_MINUTES`), so the processes end together instead of one of them finishing a
+last seed alone. ``all`` runs sweep, select, then protocol and converted (when
+``--converted-model`` is given) as one pool of jobs, then summary.
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ STOCK = {
     "rte": {"accuracy": (0.558, 0.008, 3)},
 }
 SST2_CAP = 8000
+#: minutes one run of a task takes on one CPU core at these settings (the committed
+#: protocol runs' train_runtime_s, rounded): the order in which parallel jobs start
+RUN_MINUTES = {"stsb": 30, "rte": 25, "mrpc": 20, "sst2": 20, "cola": 9}
 #: where the stages write by default: the finished runs' result files are committed there
 #: (checkpoints are not, see .gitignore), so the protocol resumes on any clone
 RESULTS = Path(__file__).resolve().parent / "results" / "glue"
@@ -261,16 +266,28 @@ def _protocol_config(args, model: str, variants, output_dir: Path, **extra):
     )
 
 
-def _seed_jobs(args, stage: str, extra: list[str]) -> list[list[str]]:
-    if args.tasks:
-        extra = [*extra, "--tasks", *args.tasks]
-    return [[stage, "--seeds", str(s), *extra] for s in (args.seeds or PROTOCOL_SEEDS)]
+def _task_jobs(args, stage: str, folder: Path, variants, flags: list[str]) -> list[tuple]:
+    """(minutes, job) per (seed, task) of ``stage`` that has a variant still unfinished in
+    ``folder``; a job runs every variant of its pair."""
+    from tisa.train.glue import run_dir
+
+    return [
+        (RUN_MINUTES[task] * len(variants), [stage, "--seeds", str(seed), "--tasks", task, *flags])
+        for seed in (args.seeds or PROTOCOL_SEEDS)
+        for task in (args.tasks or TASKS)
+        if not all((run_dir(folder, task, v, seed) / "result.json").is_file() for v in variants)
+    ]
 
 
-def protocol(args: argparse.Namespace) -> int:
-    from tisa.train.glue import run_glue
-    from tisa.train.glue_results import summary_markdown
+def _longest_first(jobs: list[tuple]) -> list[list[str]]:
+    """The jobs in the order to start them: longest first (ties keep their order), which
+    keeps N processes busy until close to the end."""
+    return [job for _, job in sorted(jobs, key=lambda j: -j[0])]
 
+
+def _protocol_settings(args: argparse.Namespace) -> tuple[tuple[str, ...], dict]:
+    """The protocol's variants and the TISA settings of ``keep``: given, or the sweep's
+    choice."""
     variants = tuple(args.variants or ("none", "keep"))
     extra = {}
     if args.tisa_start is None and args.tisa_learning_rate is None and "keep" in variants:
@@ -286,12 +303,25 @@ def protocol(args: argparse.Namespace) -> int:
             "protocol with the keep variant: pass --tisa-start and --tisa-learning-rate, or "
             f"finish the sweep in {args.sweep_dir} first (`select` prints its choice)"
         )
+    return variants, extra
+
+
+def _protocol_jobs(args: argparse.Namespace) -> list[tuple]:
+    variants, extra = _protocol_settings(args)
+    flags = ["--protocol-dir", str(args.protocol_dir), "--variants", *variants]
+    if extra:
+        flags += ["--tisa-start", extra["tisa_start"]]
+        flags += ["--tisa-learning-rate", repr(extra["tisa_learning_rate"])]
+    return _task_jobs(args, "protocol", args.protocol_dir, variants, flags)
+
+
+def protocol(args: argparse.Namespace) -> int:
+    from tisa.train.glue import run_glue
+    from tisa.train.glue_results import summary_markdown
+
+    variants, extra = _protocol_settings(args)
     if args.parallel > 1:
-        flags = ["--protocol-dir", str(args.protocol_dir), "--variants", *variants]
-        if extra:
-            flags += ["--tisa-start", args.tisa_start]
-            flags += ["--tisa-learning-rate", repr(args.tisa_learning_rate)]
-        _spawn(args, _seed_jobs(args, "protocol", flags))
+        _spawn(args, _longest_first(_protocol_jobs(args)))
     config = _protocol_config(args, _model(args.model), variants, args.protocol_dir, **extra)
     print(summary_markdown(run_glue(config).summary), end="")
     return 0
@@ -357,17 +387,22 @@ def _check_converted_model(model: Path, folder: Path) -> None:
         write_json(record, entry)
 
 
+def _converted_jobs(args: argparse.Namespace) -> list[tuple]:
+    if not args.converted_model:
+        raise ValueError("converted: pass --converted-model (the model/ folder of tisa convert)")
+    _check_converted_model(Path(args.converted_model), args.converted_dir)
+    flags = ["--converted-dir", str(args.converted_dir)]
+    flags += ["--converted-model", args.converted_model]
+    return _task_jobs(args, "converted", args.converted_dir, ("none",), flags)
+
+
 def converted(args: argparse.Namespace) -> int:
     from tisa.train.glue import run_glue
     from tisa.train.glue_results import summary_markdown
 
-    if not args.converted_model:
-        raise ValueError("converted: pass --converted-model (the model/ folder of tisa convert)")
-    _check_converted_model(Path(args.converted_model), args.converted_dir)
+    jobs = _converted_jobs(args)  # checks the model first
     if args.parallel > 1:
-        flags = ["--converted-dir", str(args.converted_dir)]
-        flags += ["--converted-model", args.converted_model]
-        _spawn(args, _seed_jobs(args, "converted", flags))
+        _spawn(args, _longest_first(jobs))
     # recorded by a name, not its path, which differs between clones; model.json pins the
     # weights by their hash
     config = _protocol_config(
@@ -475,7 +510,12 @@ def run_all(args: argparse.Namespace) -> int:
     if chosen is None:
         raise ValueError(f"the sweep in {args.sweep_dir} did not finish")
     _, args.tisa_start, args.tisa_learning_rate = chosen
-    protocol(args)
+    if args.parallel > 1:  # one pool: converted jobs fill the slots protocol jobs leave
+        jobs = _protocol_jobs(args)
+        if args.converted_model:
+            jobs += _converted_jobs(args)
+        _spawn(args, _longest_first(jobs))
+    protocol(args)  # with every run finished: writes and prints its tables
     if args.converted_model:
         converted(args)
     return summary(args)

@@ -1,0 +1,122 @@
+"""How benchmarks/glue_protocol.py shares its runs among parallel processes: one job per
+unfinished (seed, task), the longest first, protocol and converted in one pool."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "glue_protocol.py"
+
+
+@pytest.fixture
+def protocol():
+    spec = importlib.util.spec_from_file_location("glue_protocol_jobs", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _args(tmp_path, **given):
+    values = dict(
+        seeds=None,
+        tasks=None,
+        variants=None,
+        tisa_start="paper",
+        tisa_learning_rate=5e-5,
+        protocol_dir=tmp_path / "protocol",
+        converted_dir=tmp_path / "converted",
+        sweep_dir=tmp_path / "sweep",
+        converted_model=None,
+        parallel=2,
+        glue_dir=None,
+        epochs=None,
+        model=None,
+    )
+    values.update(given)
+    return argparse.Namespace(**values)
+
+
+def _finish(folder: Path, task: str, variant: str, seed: int) -> None:
+    run = folder / "runs" / task / variant / f"seed-{seed}"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text("{}")
+
+
+def _pairs(jobs):
+    """(stage, seed, task) of each job, in order."""
+    return [(j[0], int(j[j.index("--seeds") + 1]), j[j.index("--tasks") + 1]) for j in jobs]
+
+
+def test_finished_pairs_are_left_out_and_the_longest_start_first(protocol, tmp_path):
+    args = _args(tmp_path, seeds=[1, 2])
+    _finish(args.protocol_dir, "cola", "none", 1)
+    _finish(args.protocol_dir, "cola", "keep", 1)  # cola seed 1: done
+    _finish(args.protocol_dir, "mrpc", "none", 1)  # mrpc seed 1: keep still to run
+    jobs = protocol._longest_first(protocol._protocol_jobs(args))
+    assert _pairs(jobs) == [
+        ("protocol", 1, "stsb"),
+        ("protocol", 2, "stsb"),
+        ("protocol", 1, "rte"),
+        ("protocol", 2, "rte"),
+        ("protocol", 1, "sst2"),
+        ("protocol", 1, "mrpc"),
+        ("protocol", 2, "sst2"),
+        ("protocol", 2, "mrpc"),
+        ("protocol", 2, "cola"),
+    ]
+    job = jobs[0]
+    assert job[job.index("--variants") + 1 : job.index("--variants") + 3] == ["none", "keep"]
+    assert job[job.index("--tisa-start") + 1] == "paper"
+    assert float(job[job.index("--tisa-learning-rate") + 1]) == 5e-5
+
+
+def test_protocol_spawns_only_the_unfinished_pairs(protocol, tmp_path, monkeypatch):
+    args = _args(tmp_path, seeds=[3], tasks=["rte", "cola"])
+    _finish(args.protocol_dir, "rte", "none", 3)
+    _finish(args.protocol_dir, "rte", "keep", 3)
+    spawned = []
+    monkeypatch.setattr(protocol, "_spawn", lambda args, jobs: spawned.append(jobs))
+
+    class Done:
+        summary = []
+
+    monkeypatch.setattr("tisa.train.glue.run_glue", lambda config: Done())
+    monkeypatch.setattr(protocol, "_glue_dir", lambda given: "glue")
+    assert protocol.protocol(args) == 0
+    assert [_pairs(jobs) for jobs in spawned] == [[("protocol", 3, "cola")]]
+
+
+def test_all_runs_protocol_and_converted_as_one_pool(protocol, tmp_path, monkeypatch):
+    model = tmp_path / "convert" / "model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"weights")
+    args = _args(tmp_path, seeds=[1], tasks=["cola", "stsb"], converted_model=str(model))
+    args.tisa_start = args.tisa_learning_rate = None  # all takes the sweep's choice
+    calls = []
+    monkeypatch.setattr(protocol, "sweep", lambda a: calls.append("sweep") or 0)
+    monkeypatch.setattr(protocol, "_selected", lambda folder: ("paper-1e-02", "paper", 1e-2))
+    monkeypatch.setattr(protocol, "_spawn", lambda a, jobs: calls.append(_pairs(jobs)))
+    for stage in ("protocol", "converted", "summary"):
+        monkeypatch.setattr(protocol, stage, lambda a, stage=stage: calls.append(stage) or 0)
+    assert protocol.run_all(args) == 0
+    assert calls == [
+        "sweep",
+        [("protocol", 1, "stsb"), ("converted", 1, "stsb"), ("protocol", 1, "cola")]
+        + [("converted", 1, "cola")],
+        "protocol",
+        "converted",
+        "summary",
+    ]
+
+
+def test_converted_jobs_check_the_model_first(protocol, tmp_path):
+    args = _args(tmp_path, converted_model=str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match="no saved model"):
+        protocol._converted_jobs(args)
+    with pytest.raises(ValueError, match="pass --converted-model"):
+        protocol._converted_jobs(_args(tmp_path))
