@@ -448,9 +448,12 @@ def test_summary_medians_glue_average_and_error_reduction():
     assert rows[("rte", "keep")]["score"] == pytest.approx(0.68)
     assert rows[("rte", "keep")]["score_min"] == 0.62 and rows[("rte", "keep")]["score_max"] == 0.73
     assert rows[("rte", "keep")]["relative_error_reduction"] == pytest.approx((0.36 - 0.32) / 0.36)
-    assert rows[("glue", "none")]["score"] == pytest.approx((0.64 + 0.40) / 2)
+    # the GLUE average: over the seeds that have every task (seed 1: CoLA has no other)
+    assert rows[("glue", "none")]["score"] == pytest.approx((0.60 + 0.40) / 2)
     assert rows[("glue", "keep")]["score"] == pytest.approx((0.68 + 0.46) / 2)
-    assert rows[("glue", "keep")]["relative_error_reduction"] == pytest.approx((0.48 - 0.43) / 0.48)
+    assert rows[("glue", "keep")]["relative_error_reduction"] == pytest.approx((0.50 - 0.43) / 0.50)
+    for row in rows.values():  # a score lies inside its own range
+        assert row["score_min"] <= row["score"] <= row["score_max"]
     table = summary_markdown(list(rows.values()))
     assert "rel. error reduction vs none" in table
     assert "| rte | keep | 3 | accuracy 68.00 | 68.00 | 62.00 - 73.00 |" in table
@@ -474,6 +477,37 @@ def test_paired_comparison_known_values():
     assert p["median_rer"] == pytest.approx(1 / 30)
     all_wins = paired_comparison({s: 0.9 for s in range(5)}, {s: 0.8 for s in range(5)})
     assert all_wins["sign_test_p"] == pytest.approx(0.0625)  # 2 / 2**5
+
+
+def test_summary_error_reduction_compares_the_same_seeds():
+    runs = [
+        _run("rte", "none", 1, 0.50),
+        _run("rte", "none", 2, 0.60),
+        _run("rte", "none", 3, 0.90),  # keep has no seed 3: not in the comparison
+        _run("rte", "keep", 1, 0.55),
+        _run("rte", "keep", 2, 0.65),
+    ]
+    keep = next(r for r in summarize(runs, "none") if r["variant"] == "keep")
+    assert keep["score"] == pytest.approx(0.60)  # the cell: keep's own seeds
+    # medians over seeds 1 and 2: 0.60 against 0.55, not against none's 0.60 over 1-3
+    assert keep["relative_error_reduction"] == pytest.approx((0.45 - 0.40) / 0.45)
+
+
+def test_undefined_scores_show_in_cells_and_leave_the_pairing():
+    nan = float("nan")
+    p = paired_comparison({1: 0.7, 2: nan, 3: 0.6}, {1: 0.6, 2: 0.5, 3: 0.6})
+    assert p["seeds"] == [1, 3] and p["n"] == 2 and p["undefined"] == 1
+    assert p["mean_diff"] == pytest.approx(0.05) and (p["wins"], p["ties"]) == (1, 1)
+    runs = [
+        _run("stsb", "none", 1, 0.80, {"pearson": 0.8}),
+        _run("stsb", "none", 2, 0.82, {"pearson": 0.82}),
+        _run("stsb", "keep", 1, 0.81, {"pearson": 0.81}),
+        _run("stsb", "keep", 2, nan, {"pearson": nan}),
+    ]
+    keep = next(r for r in summarize(runs, "none") if r["variant"] == "keep")
+    assert math.isnan(keep["score"])  # a failed seed is not hidden by the median
+    table = summary_markdown(summarize(runs, "none"))
+    assert "| stsb | keep | 1 (1 undefined) | +1.00 |" in table
 
 
 def test_summary_pairs_seeds_for_tasks_and_the_glue_average():

@@ -2,9 +2,16 @@
 reductions, paired comparisons, and the tables (Markdown, CSV).
 
 Relative error reduction against the baseline variant: ``(err_base - err) / err_base``
-with ``err = 1 - score`` (every GLUE metric is bounded above by 1). Seeds pair up across
+with ``err = 1 - score`` (every GLUE metric is bounded above by 1). For accuracy and F1
+that error is the error rate; for CoLA's MCC and STS-B's correlations, which range from
+-1 to 1, it is the distance to a perfect score (0 to 2), so their percentages are not
+error rates and do not compare one to one with the accuracy tasks'. Seeds pair up across
 variants (the same seed gives the same data order and head initialisation), so
 :func:`paired_comparison` compares a variant with the baseline seed by seed.
+
+An undefined score (NaN, e.g. a correlation of constant predictions) is never dropped
+from a variant's cell: its median, min and max are NaN ("n/a"), so a failed seed shows.
+The paired comparison leaves out the pairs with a NaN and says how many (``undefined``).
 """
 
 from __future__ import annotations
@@ -54,21 +61,24 @@ def paired_comparison(
         baseline_scores: seed -> task score of the baseline.
 
     Returns:
-        ``seeds`` (paired), ``n``, ``mean_diff`` and ``median_diff`` (variant - baseline),
-        ``ci95`` (a t interval of the mean difference; NaN with fewer than 2 pairs),
-        ``wins`` / ``losses`` / ``ties``, ``sign_test_p`` (two-sided exact binomial test of
-        wins against losses) and ``median_rer`` (median over seeds of the relative error
-        reduction).
+        ``seeds`` (paired, both scores defined), ``n``, ``undefined`` (seeds both have but
+        with a NaN score on either side, left out), ``mean_diff`` and ``median_diff``
+        (variant - baseline), ``ci95`` (a t interval of the mean difference; NaN with
+        fewer than 2 pairs), ``wins`` / ``losses`` / ``ties``, ``sign_test_p`` (two-sided
+        exact binomial test of wins against losses, ties left out) and ``median_rer``
+        (median over the pairs of the per-seed relative error reduction).
     """
     from scipy import stats
 
-    seeds = sorted(set(scores) & set(baseline_scores))
+    both = sorted(set(scores) & set(baseline_scores))
+    seeds = [s for s in both if not (math.isnan(scores[s]) or math.isnan(baseline_scores[s]))]
     diffs = np.array([scores[s] - baseline_scores[s] for s in seeds], dtype=float)
     rers = [relative_error_reduction(scores[s], baseline_scores[s]) for s in seeds]
     nan = float("nan")
     out: dict[str, Any] = {
         "seeds": seeds,
         "n": len(seeds),
+        "undefined": len(both) - len(seeds),
         "mean_diff": float(diffs.mean()) if len(seeds) else nan,
         "median_diff": float(np.median(diffs)) if len(seeds) else nan,
         "ci95": [nan, nan],
@@ -77,6 +87,7 @@ def paired_comparison(
         "ties": int((diffs == 0).sum()),
         "sign_test_p": nan,
         "median_rer": float(np.nanmedian(rers)) if any(not math.isnan(r) for r in rers) else nan,
+        # NaN per-seed reductions only where the baseline is perfect (no error to reduce)
     }
     if len(seeds) >= 2:
         half = stats.t.ppf(0.975, len(seeds) - 1) * diffs.std(ddof=1) / math.sqrt(len(seeds))
@@ -98,12 +109,14 @@ def summarize(runs: Sequence[dict[str, Any]], baseline: str) -> list[dict[str, A
     Returns:
         Rows with keys task, variant, seeds, metrics (median of each metric), score
         (median of the per-seed task scores), score_min, score_max, positional_parameters,
-        relative_error_reduction (of the medians; NaN for the baseline itself or without a
-        baseline), paired (:func:`paired_comparison` against the baseline, None for the
-        baseline itself) and baseline. With several tasks, each variant that has all of
-        them gets a row with task ``"glue"``: the mean of its task scores (the GLUE
-        average); its seeds are those that have every task, and its min, max and paired
-        comparison are over their per-seed averages.
+        relative_error_reduction (of the medians over the seeds that the variant and the
+        baseline both have, so both sides cover the same seeds; NaN for the baseline itself
+        or without a baseline), paired (:func:`paired_comparison` against the baseline,
+        None for the baseline itself) and baseline. With several tasks, each variant that
+        has all of them on at least one common seed gets a row with task ``"glue"``: per
+        seed that has every task, the mean of its task scores (the GLUE average); its score
+        is the median of those per-seed averages, and its min, max and paired comparison
+        are over them too.
     """
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in runs:
@@ -132,8 +145,8 @@ def summarize(runs: Sequence[dict[str, Any]], baseline: str) -> list[dict[str, A
     if len(tasks) > 1:
         for variant in dict.fromkeys(r["variant"] for r in rows):
             mine = {r["task"]: r for r in rows if r["variant"] == variant}
-            if set(mine) == set(tasks):
-                complete = set.intersection(*(set(per_seed[(t, variant)]) for t in tasks))
+            complete = set.intersection(*(set(per_seed.get((t, variant), {})) for t in tasks))
+            if set(mine) == set(tasks) and complete:
                 averages = {
                     seed: float(np.mean([per_seed[(t, variant)][seed] for t in tasks]))
                     for seed in sorted(complete)
@@ -145,21 +158,30 @@ def summarize(runs: Sequence[dict[str, Any]], baseline: str) -> list[dict[str, A
                         "variant": variant,
                         "seeds": sorted(complete),  # those behind min, max and pairing
                         "metrics": {},
-                        "score": float(np.mean([r["score"] for r in mine.values()])),
-                        "score_min": min(averages.values(), default=float("nan")),
-                        "score_max": max(averages.values(), default=float("nan")),
+                        "score": float(np.median(list(averages.values()))),
+                        "score_min": float(np.min(list(averages.values()))),
+                        "score_max": float(np.max(list(averages.values()))),
                         "positional_parameters": next(iter(mine.values()))["positional_parameters"],
                     }
                 )
-    base = {r["task"]: r["score"] for r in rows if r["variant"] == baseline}
+    tasks_of_baseline = {r["task"] for r in rows if r["variant"] == baseline}
     for r in rows:
         task, variant = r["task"], r["variant"]
-        if variant == baseline or task not in base:
+        if variant == baseline or task not in tasks_of_baseline:
             r["relative_error_reduction"] = float("nan")
             r["paired"] = None
         else:
-            r["relative_error_reduction"] = relative_error_reduction(r["score"], base[task])
-            r["paired"] = paired_comparison(per_seed[(task, variant)], per_seed[(task, baseline)])
+            mine, theirs = per_seed[(task, variant)], per_seed[(task, baseline)]
+            common = sorted(set(mine) & set(theirs))
+            r["relative_error_reduction"] = (
+                relative_error_reduction(
+                    float(np.median([mine[s] for s in common])),
+                    float(np.median([theirs[s] for s in common])),
+                )
+                if common
+                else float("nan")
+            )
+            r["paired"] = paired_comparison(mine, theirs)
         r["baseline"] = baseline
     return rows
 
@@ -210,11 +232,12 @@ def paired_rows(summary: Sequence[dict[str, Any]]) -> tuple[list[str], list[list
             continue
         lo, hi = p["ci95"]
         ci = "" if math.isnan(lo) else f" [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+        undefined = p.get("undefined", 0)
         rows.append(
             [
                 r["task"],
                 r["variant"],
-                p["n"],
+                f"{p['n']} ({undefined} undefined)" if undefined else p["n"],
                 f"{100 * p['mean_diff']:+.2f}{ci}",
                 f"{100 * p['median_diff']:+.2f}",
                 f"{p['wins']} / {p['losses']} / {p['ties']}",
