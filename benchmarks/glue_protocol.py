@@ -441,9 +441,17 @@ def summary(args: argparse.Namespace) -> int:
     )
 
     runs = _runs(args.protocol_dir) + _runs(args.converted_dir, {"none": "converted"})
+    # --seeds / --tasks: a table of those alone (e.g. the seeds finished so far on every task)
+    runs = [
+        r
+        for r in runs
+        if (not args.seeds or r["seed"] in args.seeds)
+        and (not args.tasks or r["task"] in args.tasks)
+    ]
     if not runs:
         raise ValueError(
             f"summary: no finished runs in {args.protocol_dir} or {args.converted_dir}"
+            + (" for the --seeds / --tasks given" if args.seeds or args.tasks else "")
         )
     table = summarize(runs, "none")
     out = args.summary_dir
@@ -533,14 +541,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="default: all-MiniLM-L6-v2 (PyPI)")
     parser.add_argument("--converted-model", default=None, help="model/ folder of tisa convert")
     parser.add_argument("--glue-dir", default=None)
-    parser.add_argument("--seeds", type=int, nargs="+", default=None)
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="the seeds to run (sweep: 1 2, protocol and converted: 1-5); summary: a table "
+        "of these alone",
+    )
     parser.add_argument("--epochs", type=float, default=None, help="default: 3")
     parser.add_argument(
         "--tasks",
         nargs="+",
         default=None,
         choices=TASKS,
-        help="protocol, converted: only these tasks (default: all five), e.g. to run some first",
+        help="protocol, converted: only these tasks (default: all five), e.g. to run some "
+        "first; summary: a table of these alone",
     )
     parser.add_argument("--variants", nargs="+", default=None, choices=["none", "keep"])
     parser.add_argument("--tisa-start", default=None, choices=["paper", "zero", "spread"])

@@ -120,3 +120,38 @@ def test_converted_jobs_check_the_model_first(protocol, tmp_path):
         protocol._converted_jobs(args)
     with pytest.raises(ValueError, match="pass --converted-model"):
         protocol._converted_jobs(_args(tmp_path))
+
+
+def test_summary_of_chosen_seeds_and_tasks(protocol, tmp_path):
+    """`summary --seeds 1 2` is the table of those seeds alone (e.g. the seeds every task
+    has finished), whatever else the folders hold."""
+    import json
+
+    args = _args(tmp_path, seeds=[1, 2], summary_dir=tmp_path / "summary", model="m")
+    for task in ("rte", "cola"):
+        for variant in ("none", "keep"):
+            for seed in (1, 2, 3):
+                run = args.protocol_dir / "runs" / task / variant / f"seed-{seed}"
+                run.mkdir(parents=True)
+                score = 0.5 + 0.01 * seed + (0.02 if variant == "keep" else 0.0)
+                result = {
+                    "task": task,
+                    "variant": variant,
+                    "seed": seed,
+                    "metrics": {"accuracy": score},
+                    "score": score,
+                    "positional_parameters": {"absolute": 8, "tisa": 0, "total": 8},
+                }
+                (run / "result.json").write_text(json.dumps(result))
+    assert protocol.summary(args) == 0
+    kept = json.loads((args.summary_dir / "results.json").read_text())
+    assert sorted({r["seed"] for r in kept["runs"]}) == [1, 2]
+    glue = {r["variant"]: r for r in kept["summary"] if r["task"] == "glue"}
+    assert glue["none"]["score"] == pytest.approx(0.515)  # seeds 1 and 2: 0.51, 0.52
+    args.tasks, args.seeds = ["cola"], None
+    assert protocol.summary(args) == 0
+    kept = json.loads((args.summary_dir / "results.json").read_text())
+    assert {r["task"] for r in kept["runs"]} == {"cola"} and len(kept["runs"]) == 6
+    args.tasks, args.seeds = None, [9]
+    with pytest.raises(ValueError, match="for the --seeds / --tasks given"):
+        protocol.summary(args)
