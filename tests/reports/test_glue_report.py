@@ -116,5 +116,9 @@ def test_scores_chart_with_tasks_at_different_seed_counts():
     ]
     summary = summarize(runs, "none")
     glue = next(r for r in summary if r["task"] == "glue")
-    assert glue["score"] > glue["score_max"]  # mean of medians above seed 1's average
-    glue_results(summary)  # draws without whiskers for the average instead of raising
+    # the average covers seed 1 alone, the only seed with both tasks
+    assert glue["seeds"] == [1]
+    assert glue["score"] == glue["score_min"] == glue["score_max"] == pytest.approx(0.68)
+    fig = glue_results(summary)
+    whiskers = [c for c in fig.axes[0].containers if type(c).__name__ == "ErrorbarContainer"]
+    assert len(whiskers) == 1 and len(whiskers[0].lines[2][0].get_segments()) == 3

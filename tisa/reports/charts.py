@@ -224,9 +224,8 @@ def glue_results(summary: Sequence[Mapping]) -> Figure:
 
     Args:
         summary: rows of :func:`tisa.train.glue_results.summarize`: ``task``, ``variant``,
-            ``baseline``, ``score``, ``score_min``, ``score_max`` (``nan`` for the
-            ``"glue"`` average), ``relative_error_reduction`` and
-            ``positional_parameters``.
+            ``baseline``, ``score``, ``score_min``, ``score_max`` (``nan`` where
+            undefined), ``relative_error_reduction`` and ``positional_parameters``.
     """
     tasks = list(dict.fromkeys(r["task"] for r in summary))
     variants = list(dict.fromkeys(r["variant"] for r in summary))
@@ -254,10 +253,8 @@ def glue_results(summary: Sequence[Mapping]) -> Figure:
         pos = next((rows[(t, v)]["positional_parameters"] for t in tasks if (t, v) in rows), None)
         label = v if pos is None else f"{v}: {pos['total']:,} positional params"
         ax.bar(centres, score, width, label=label, color=color[v])
-        # no whiskers for the GLUE average: its score (the mean of the task medians) can
-        # lie outside the range of the per-seed averages, since each task's median may
-        # come from a different seed
-        spread = np.isfinite(low) & np.isfinite(high) & (np.array(tasks) != "glue")
+        # the GLUE average's score is the median of its per-seed averages, inside their range
+        spread = np.isfinite(score) & np.isfinite(low) & np.isfinite(high)
         ax.errorbar(
             centres[spread],
             score[spread],
