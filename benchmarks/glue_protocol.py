@@ -268,14 +268,19 @@ def _protocol_config(args, model: str, variants, output_dir: Path, **extra):
 
 def _task_jobs(args, stage: str, folder: Path, variants, flags: list[str]) -> list[tuple]:
     """(minutes, job) per (seed, task) of ``stage`` that has a variant still unfinished in
-    ``folder``; a job runs every variant of its pair."""
-    from tisa.train.glue import run_dir
+    ``folder``; a job runs every variant of its pair. Finished means what it means to
+    ``tisa glue`` (an empty or cut-short result.json is a run still to do)."""
+    from tisa.train.glue import _load_result, run_dir
+
+    def finished(task: str, seed: int) -> bool:
+        paths = (run_dir(folder, task, v, seed) / "result.json" for v in variants)
+        return all(_load_result(path) is not None for path in paths)
 
     return [
         (RUN_MINUTES[task] * len(variants), [stage, "--seeds", str(seed), "--tasks", task, *flags])
         for seed in (args.seeds or PROTOCOL_SEEDS)
         for task in (args.tasks or TASKS)
-        if not all((run_dir(folder, task, v, seed) / "result.json").is_file() for v in variants)
+        if not finished(task, seed)
     ]
 
 

@@ -43,7 +43,7 @@ def _args(tmp_path, **given):
 def _finish(folder: Path, task: str, variant: str, seed: int) -> None:
     run = folder / "runs" / task / variant / f"seed-{seed}"
     run.mkdir(parents=True)
-    (run / "result.json").write_text("{}")
+    (run / "result.json").write_text('{"metrics": {"accuracy": 0.5}, "score": 0.5}')
 
 
 def _pairs(jobs):
@@ -75,9 +75,13 @@ def test_finished_pairs_are_left_out_and_the_longest_start_first(protocol, tmp_p
 
 
 def test_protocol_spawns_only_the_unfinished_pairs(protocol, tmp_path, monkeypatch):
-    args = _args(tmp_path, seeds=[3], tasks=["rte", "cola"])
+    args = _args(tmp_path, seeds=[3], tasks=["rte", "cola", "mrpc"])
     _finish(args.protocol_dir, "rte", "none", 3)
     _finish(args.protocol_dir, "rte", "keep", 3)
+    _finish(args.protocol_dir, "mrpc", "none", 3)
+    cut_short = args.protocol_dir / "runs" / "mrpc" / "keep" / "seed-3"
+    cut_short.mkdir(parents=True)
+    (cut_short / "result.json").write_text("")  # as tisa glue sees it: not done
     spawned = []
     monkeypatch.setattr(protocol, "_spawn", lambda args, jobs: spawned.append(jobs))
 
@@ -87,7 +91,9 @@ def test_protocol_spawns_only_the_unfinished_pairs(protocol, tmp_path, monkeypat
     monkeypatch.setattr("tisa.train.glue.run_glue", lambda config: Done())
     monkeypatch.setattr(protocol, "_glue_dir", lambda given: "glue")
     assert protocol.protocol(args) == 0
-    assert [_pairs(jobs) for jobs in spawned] == [[("protocol", 3, "cola")]]
+    assert [_pairs(jobs) for jobs in spawned] == [
+        [("protocol", 3, "mrpc"), ("protocol", 3, "cola")]
+    ]
 
 
 def test_all_runs_protocol_and_converted_as_one_pool(protocol, tmp_path, monkeypatch):
