@@ -17,8 +17,9 @@ TISA (``keep``, with the selected settings) on the full training sets (SST-2 cap
 model made by ``tisa convert`` (no position table: TISA only). ``summary`` puts the three
 into one table with medians, spreads and paired comparisons over seeds against ``none``
 (``--summary-dir``: results.md, results.csv, results.json, results.png, parity.md and
-report.html). Every stage resumes: finished runs are kept, interrupted ones continue from
-their last checkpoint.
+report.html); parity.md also compares ``none`` seed by seed with the runs of
+``benchmarks/glue_stock.py`` in ``--stock-dir``. Every stage resumes: finished runs are
+kept, interrupted ones continue from their last checkpoint.
 
 Settings shared by every stage: learning rate 5e-5, batch 32, max length 128, no warm-up,
 no weight decay (the Trainer's defaults), fp32: the settings on which the stock Hugging
@@ -73,7 +74,8 @@ COMMON = dict(
 #: task -> metric -> (mean, sd, seeds); dev sets of the classic glue_data. Measured with
 #: the Trainer alone when the protocol was set up; benchmarks/glue_stock.py is the script
 #: that reruns that baseline (``--task rte mrpc --seeds 1 2 3``, ``--task cola stsb
-#: --seeds 1``), so far for RTE seed 1 only (accuracy 0.5451, as the protocol's none)
+#: --seeds 1``); its runs are kept in results/glue/stock, and ``summary`` compares them
+#: seed by seed with the protocol's none (parity.md)
 STOCK = {
     "cola": {"matthews_corr": (0.294, None, 1)},
     "mrpc": {"accuracy": (0.787, 0.019, 3), "f1": (0.854, 0.011, 3)},
@@ -435,11 +437,30 @@ def _runs(folder: Path, rename: dict[str, str] | None = None) -> list[dict]:
     return out
 
 
+def _stock_runs(folder: Path) -> list[dict]:
+    """The runs of benchmarks/glue_stock.py in ``folder`` (``TASK/seed-N.json``, written
+    atomically, so a file that does not parse is damaged: an error names it)."""
+    out = []
+    for path in sorted(folder.glob("*/seed-*.json")):
+        try:
+            run = json.loads(path.read_text())
+            out.append({"task": run["task"], "seed": int(run["seed"]), "metrics": run["metrics"]})
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(
+                f"--stock-dir: {path} is not a result of benchmarks/glue_stock.py "
+                f"(expected task, seed and metrics; {type(err).__name__}: {err}); "
+                "delete it and rerun glue_stock.py for that task and seed"
+            ) from None
+    return out
+
+
 def summary(args: argparse.Namespace) -> int:
     from tisa.files import write_atomic, write_json
     from tisa.train.glue_results import (
         parity_comparison,
         parity_markdown,
+        seedwise_parity,
+        seedwise_parity_markdown,
         summarize,
         summary_csv,
         summary_markdown,
@@ -465,14 +486,29 @@ def summary(args: argparse.Namespace) -> int:
     write_atomic(out / "results.csv", summary_csv(table))
     # the stock figures are of all-MiniLM-L6-v2: no parity for another model
     parity = parity_comparison(runs, "none", STOCK) if args.model is None else []
+    # seed by seed against the reruns of benchmarks/glue_stock.py, where there are some
+    seedwise = (
+        seedwise_parity(runs, "none", _stock_runs(args.stock_dir)) if args.model is None else []
+    )
     parity_text = ""
     if parity:
         parity_text = (
             "\nBaseline parity: `none` against the stock Hugging Face Trainer on the same "
             "settings (scores x 100):\n\n" + parity_markdown(parity, "stock Trainer")
         )
+    if seedwise:
+        same = sum(r["identical"] for r in seedwise)
+        parity_text += (
+            "\nSeed by seed: `none` against `benchmarks/glue_stock.py` (the Trainer alone) "
+            f"with the same seed; {same} of {len(seedwise)} scores identical:\n\n"
+            + seedwise_parity_markdown(seedwise, "stock Trainer")
+        )
+    if parity_text:
         write_atomic(out / "parity.md", parity_text.lstrip("\n"))
-    write_json(out / "results.json", {"summary": table, "parity": parity, "runs": runs})
+    write_json(
+        out / "results.json",
+        {"summary": table, "parity": parity, "parity_seedwise": seedwise, "runs": runs},
+    )
     from tisa.reports.charts import glue_results
     from tisa.reports.figures import figure_png
     from tisa.reports.glue import write_glue_report
@@ -543,6 +579,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protocol-dir", type=Path, default=RESULTS / "protocol")
     parser.add_argument("--converted-dir", type=Path, default=RESULTS / "converted")
     parser.add_argument("--summary-dir", type=Path, default=RESULTS / "summary")
+    parser.add_argument(
+        "--stock-dir",
+        type=Path,
+        default=RESULTS / "stock",
+        help="summary: runs of benchmarks/glue_stock.py to compare none with, seed by seed",
+    )
     parser.add_argument("--model", default=None, help="default: all-MiniLM-L6-v2 (PyPI)")
     parser.add_argument("--converted-model", default=None, help="model/ folder of tisa convert")
     parser.add_argument("--glue-dir", default=None)

@@ -35,6 +35,7 @@ def _args(tmp_path, **given):
         glue_dir=None,
         epochs=None,
         model=None,
+        stock_dir=tmp_path / "stock",
     )
     values.update(given)
     return argparse.Namespace(**values)
@@ -160,4 +161,44 @@ def test_summary_of_chosen_seeds_and_tasks(protocol, tmp_path):
     assert {r["task"] for r in kept["runs"]} == {"cola"} and len(kept["runs"]) == 6
     args.tasks, args.seeds = None, [9]
     with pytest.raises(ValueError, match="for the --seeds / --tasks given"):
+        protocol.summary(args)
+
+
+def test_summary_compares_none_with_the_stock_runs_seed_by_seed(protocol, tmp_path):
+    """parity.md and results.json set `none` beside benchmarks/glue_stock.py's run of the
+    same task and seed; a stock file that does not parse is named, not skipped."""
+    import json
+
+    args = _args(tmp_path, summary_dir=tmp_path / "summary")
+    for seed, score in ((1, 0.5451263537906137), (2, 0.5667870036101083)):
+        run = args.protocol_dir / "runs" / "rte" / "none" / f"seed-{seed}"
+        run.mkdir(parents=True)
+        result = {
+            "task": "rte",
+            "variant": "none",
+            "seed": seed,
+            "metrics": {"accuracy": score},
+            "score": score,
+            "positional_parameters": {"absolute": 8, "tisa": 0, "total": 8},
+        }
+        (run / "result.json").write_text(json.dumps(result))
+    stock = {1: 0.5451263537906137, 2: 0.5703971119133574, 3: 0.56}  # seed 3: no none run
+    (args.stock_dir / "rte").mkdir(parents=True)
+    for seed, score in stock.items():
+        path = args.stock_dir / "rte" / f"seed-{seed}.json"
+        path.write_text(json.dumps({"task": "rte", "seed": seed, "metrics": {"accuracy": score}}))
+    assert protocol.summary(args) == 0
+    kept = json.loads((args.summary_dir / "results.json").read_text())
+    rows = {r["seed"]: r for r in kept["parity_seedwise"]}
+    assert sorted(rows) == [1, 2]
+    assert rows[1]["identical"] is True and rows[1]["diff"] == 0.0
+    assert rows[2]["identical"] is False
+    assert rows[2]["diff"] == pytest.approx(0.5667870036101083 - 0.5703971119133574)
+    parity = (args.summary_dir / "parity.md").read_text()
+    assert "1 of 2 scores identical" in parity
+    same = "| rte | 1 | accuracy | 0.5451263537906137 | 0.5451263537906137 | +0.0000 | yes |"
+    other = "| rte | 2 | accuracy | 0.5667870036101083 | 0.5703971119133574 | -0.3610 | no |"
+    assert same in parity and other in parity
+    (args.stock_dir / "rte" / "seed-4.json").write_text('{"task": "rte"')  # cut short
+    with pytest.raises(ValueError, match=r"--stock-dir: .*seed-4\.json is not a result"):
         protocol.summary(args)

@@ -363,6 +363,72 @@ def parity_comparison(
     return rows
 
 
+def seedwise_parity(
+    runs: Sequence[dict[str, Any]],
+    variant: str,
+    reference_runs: Sequence[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Compares one variant's runs with reference runs of the same (task, seed), metric by
+    metric: whether two pipelines that should compute the same thing (e.g. ``tisa glue
+    --tisa none`` and the stock Trainer, same seed, same settings) do.
+
+    Args:
+        runs: result dicts of single runs (keys task, variant, seed, metrics).
+        variant: the variant to check (e.g. ``"none"``).
+        reference_runs: result dicts of the reference (keys task, seed, metrics).
+
+    Returns:
+        One row per (task, seed, metric) that both have, sorted by task, seed and metric:
+        ``value`` (the variant's), ``reference``, ``diff`` (variant - reference; NaN when
+        either is NaN) and ``identical`` (the two equal to 1e-12).
+    """
+    mine = {(r["task"], r["seed"]): r["metrics"] for r in runs if r["variant"] == variant}
+    rows = []
+    for ref in reference_runs:
+        metrics = mine.get((ref["task"], ref["seed"]))
+        if metrics is None:
+            continue
+        for metric, ref_value in ref["metrics"].items():
+            if metric not in metrics:
+                continue
+            value = float(metrics[metric])
+            ref_value = float("nan") if ref_value is None else float(ref_value)
+            diff = value - ref_value
+            rows.append(
+                {
+                    "task": ref["task"],
+                    "seed": ref["seed"],
+                    "metric": metric,
+                    "value": value,
+                    "reference": ref_value,
+                    "diff": diff,
+                    "identical": bool(abs(diff) <= 1e-12),
+                }
+            )
+    return sorted(rows, key=lambda r: (r["task"], r["seed"], r["metric"]))
+
+
+def seedwise_parity_markdown(rows: Sequence[dict[str, Any]], name: str = "reference") -> str:
+    """:func:`seedwise_parity` as a Markdown table (scores to every digit recorded)."""
+    from tisa.reports.markdown import markdown_table
+
+    table = [
+        [
+            r["task"],
+            r["seed"],
+            r["metric"],
+            repr(r["value"]),
+            repr(r["reference"]),
+            f"{100 * r['diff']:+.4f}",
+            "yes" if r["identical"] else "no",
+        ]
+        for r in rows
+    ]
+    columns = ["task", "seed", "metric", "this library", name, "difference x 100"]
+    columns += ["identical"]
+    return markdown_table(columns, table, align="lrlrrrl")
+
+
 def parity_rows(
     rows: Sequence[dict[str, Any]], name: str = "reference"
 ) -> tuple[list[str], list[list[Any]]]:
