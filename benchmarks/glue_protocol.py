@@ -525,6 +525,7 @@ def summary(args: argparse.Namespace) -> int:
         settings=settings,
         parity=parity,
         parity_name="stock Trainer",
+        parity_seedwise=seedwise,
         chart_png=chart,
     )
     print(status + summary_markdown(table) + parity_text, end="")

@@ -8,7 +8,7 @@ import pytest
 from matplotlib.collections import PathCollection
 
 from tisa.reports.glue import movement_rows, paired_differences, write_glue_report
-from tisa.train.glue_results import parity_comparison, summarize
+from tisa.train.glue_results import parity_comparison, seedwise_parity, summarize
 
 
 def _run(task, variant, seed, score, moved=None):
@@ -50,6 +50,11 @@ RUNS = [
     *(_run("mrpc", "none", s, 0.78 - s / 100) for s in (1, 2, 3)),
     *(_run("mrpc", "keep", s, 0.77 - s / 100, moved=0.2) for s in (1, 2, 3)),
 ]
+#: stock runs for the seed-by-seed parity: rte seed 1 as the none run, seed 2 not
+STOCK_RUNS = [
+    {"task": "rte", "seed": 1, "metrics": {"accuracy": 0.55 + 1 / 100}},
+    {"task": "rte", "seed": 2, "metrics": {"accuracy": 0.60}},
+]
 
 
 def test_movement_rows_average_over_seeds():
@@ -87,6 +92,7 @@ def test_report_has_scores_paired_movement_parity_and_settings(tmp_path):
         settings={"epochs": 3},
         parity=parity,
         parity_name="stock Trainer",
+        parity_seedwise=seedwise_parity(RUNS, "none", STOCK_RUNS),
     )
     html = path.read_text(encoding="utf-8")
     for heading in (
@@ -94,6 +100,8 @@ def test_report_has_scores_paired_movement_parity_and_settings(tmp_path):
         "Paired comparison",
         "How far the TISA scoring parameters moved",
         "Baseline parity: none against the stock Trainer",
+        "Seed by seed: none against the stock Trainer",
+        "1 of 2 scores identical",
         "Settings",
     ):
         assert heading in html

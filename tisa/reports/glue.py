@@ -20,7 +20,12 @@ from matplotlib.figure import Figure
 
 from tisa.reports.figures import figure_png
 from tisa.reports.html import Image, Section, Table, write_report
-from tisa.train.glue_results import paired_rows, parity_rows, summary_rows
+from tisa.train.glue_results import (
+    paired_rows,
+    parity_rows,
+    seedwise_parity_rows,
+    summary_rows,
+)
 
 __all__ = ["movement_rows", "paired_differences", "write_glue_report"]
 
@@ -125,6 +130,7 @@ def write_glue_report(
     settings: Mapping[str, Any] | None = None,
     parity: Sequence[Mapping] | None = None,
     parity_name: str = "reference",
+    parity_seedwise: Sequence[Mapping] | None = None,
     chart_png: bytes | None = None,
 ) -> Path:
     """Writes the report to ``path``.
@@ -137,6 +143,8 @@ def write_glue_report(
         settings: shared hyperparameters, shown as a table.
         parity: rows of :func:`tisa.train.glue_results.parity_comparison`.
         parity_name: what the parity rows compare with (e.g. "stock Trainer").
+        parity_seedwise: rows of :func:`tisa.train.glue_results.seedwise_parity`: the
+            baseline against the reference's runs of the same task and seed.
         chart_png: the scores figure (:func:`tisa.reports.charts.glue_results`) as PNG
             bytes, when the caller has already rendered it; drawn here when omitted.
     """
@@ -147,8 +155,9 @@ def write_glue_report(
     baseline = summary[0]["baseline"]
     medians = Table(
         *summary_rows(summary),
-        caption="Dev-set scores x 100: median over seeds, min - max over seeds; GLUE avg is "
-        "the mean of the task medians.",
+        caption="Dev-set scores x 100: median over seeds, min - max over seeds; GLUE avg: "
+        "per seed that has every task, the mean of its task scores, then the median and "
+        "min - max of those over seeds.",
     )
     chart = chart_png or figure_png(glue_results(summary))
     sections = [Section("Scores", figures=[Image(chart, "Median scores and spreads.")])]
@@ -202,6 +211,18 @@ def write_glue_report(
                     "the difference of the means is at most two standard errors."
                 ],
                 tables=[Table(*parity_rows(parity, parity_name))],
+            )
+        )
+    if parity_seedwise:
+        same = sum(r["identical"] for r in parity_seedwise)
+        sections.append(
+            Section(
+                f"Seed by seed: {baseline} against the {parity_name}",
+                paragraphs=[
+                    f"The same task, seed and settings in both: {same} of "
+                    f"{len(parity_seedwise)} scores identical."
+                ],
+                tables=[Table(*seedwise_parity_rows(parity_seedwise, parity_name))],
             )
         )
     if settings:

@@ -408,10 +408,11 @@ def seedwise_parity(
     return sorted(rows, key=lambda r: (r["task"], r["seed"], r["metric"]))
 
 
-def seedwise_parity_markdown(rows: Sequence[dict[str, Any]], name: str = "reference") -> str:
-    """:func:`seedwise_parity` as a Markdown table (scores to every digit recorded)."""
-    from tisa.reports.markdown import markdown_table
-
+def seedwise_parity_rows(
+    rows: Sequence[dict[str, Any]], name: str = "reference"
+) -> tuple[list[str], list[list[Any]]]:
+    """Column labels and formatted rows of :func:`seedwise_parity` (scores to every digit
+    recorded, the difference x 100)."""
     table = [
         [
             r["task"],
@@ -425,8 +426,14 @@ def seedwise_parity_markdown(rows: Sequence[dict[str, Any]], name: str = "refere
         for r in rows
     ]
     columns = ["task", "seed", "metric", "this library", name, "difference x 100"]
-    columns += ["identical"]
-    return markdown_table(columns, table, align="lrlrrrl")
+    return columns + ["identical"], table
+
+
+def seedwise_parity_markdown(rows: Sequence[dict[str, Any]], name: str = "reference") -> str:
+    """:func:`seedwise_parity` as a Markdown table."""
+    from tisa.reports.markdown import markdown_table
+
+    return markdown_table(*seedwise_parity_rows(rows, name), align="lrlrrrl")
 
 
 def parity_rows(
