@@ -30,7 +30,7 @@ from tisa.train.glue import (
     summarize,
     summary_markdown,
 )
-from tisa.train.glue_results import parity_comparison, parity_markdown
+from tisa.train.glue_results import parity_comparison, parity_markdown, seedwise_parity
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -784,3 +784,18 @@ def test_parity_against_reference_figures():
     table = parity_markdown(list(rows.values()), "stock Trainer")
     assert "| rte | accuracy | 55.6 ± 1.1 (3) | 55.8 ± 0.8 (3) | -0.2 |" in table
     assert "n/a (one seed)" in table
+
+
+def test_seedwise_parity_pairs_task_and_seed_and_treats_nan_in_both_as_the_same():
+    runs = [
+        _run("cola", "none", 1, 0.3, {"matthews_corr": math.nan}),
+        _run("cola", "none", 2, 0.3, {"matthews_corr": 0.31}),
+        _run("cola", "keep", 1, 0.9, {"matthews_corr": 0.9}),  # another variant
+    ]
+    stock = [
+        {"task": "cola", "seed": 1, "metrics": {"matthews_corr": None}},  # undefined in both
+        {"task": "cola", "seed": 2, "metrics": {"matthews_corr": math.nan}},  # one side only
+        {"task": "cola", "seed": 3, "metrics": {"matthews_corr": 0.2}},  # no run: no row
+    ]
+    rows = seedwise_parity(runs, "none", stock)
+    assert [(r["seed"], r["identical"]) for r in rows] == [(1, True), (2, False)]

@@ -380,7 +380,8 @@ def seedwise_parity(
     Returns:
         One row per (task, seed, metric) that both have, sorted by task, seed and metric:
         ``value`` (the variant's), ``reference``, ``diff`` (variant - reference; NaN when
-        either is NaN) and ``identical`` (the two equal to 1e-12).
+        either is NaN) and ``identical`` (the two equal to 1e-12, or both NaN: a metric
+        undefined in both, e.g. an MCC of constant predictions).
     """
     mine = {(r["task"], r["seed"]): r["metrics"] for r in runs if r["variant"] == variant}
     rows = []
@@ -402,7 +403,9 @@ def seedwise_parity(
                     "value": value,
                     "reference": ref_value,
                     "diff": diff,
-                    "identical": bool(abs(diff) <= 1e-12),
+                    "identical": bool(
+                        abs(diff) <= 1e-12 or (math.isnan(value) and math.isnan(ref_value))
+                    ),
                 }
             )
     return sorted(rows, key=lambda r: (r["task"], r["seed"], r["metric"]))
