@@ -428,8 +428,8 @@ def seedwise_parity_rows(
         ]
         for r in rows
     ]
-    columns = ["task", "seed", "metric", "this library", name, "difference x 100"]
-    return columns + ["identical"], table
+    columns = ["task", "seed", "metric", "this library", name, "difference x 100", "identical"]
+    return columns, table
 
 
 def seedwise_parity_markdown(rows: Sequence[dict[str, Any]], name: str = "reference") -> str:
