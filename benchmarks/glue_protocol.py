@@ -440,6 +440,13 @@ def _runs(folder: Path, rename: dict[str, str] | None = None) -> list[dict]:
 def _stock_runs(folder: Path) -> list[dict]:
     """The runs of benchmarks/glue_stock.py in ``folder`` (``TASK/seed-N.json``, written
     atomically, so a file that does not parse is damaged: an error names it)."""
+    if not folder.is_dir():
+        print(
+            f"summary: --stock-dir {folder} is not a folder: no seed-by-seed comparison with "
+            "the stock Trainer (benchmarks/glue_stock.py writes one)",
+            file=sys.stderr,
+        )
+        return []
     out = []
     for path in sorted(folder.glob("*/seed-*.json")):
         try:

@@ -164,9 +164,10 @@ def test_summary_of_chosen_seeds_and_tasks(protocol, tmp_path):
         protocol.summary(args)
 
 
-def test_summary_compares_none_with_the_stock_runs_seed_by_seed(protocol, tmp_path):
+def test_summary_compares_none_with_the_stock_runs_seed_by_seed(protocol, tmp_path, capsys):
     """parity.md and results.json set `none` beside benchmarks/glue_stock.py's run of the
-    same task and seed; a stock file that does not parse is named, not skipped."""
+    same task and seed; a missing --stock-dir is said, and a stock file that does not parse
+    is named, not skipped."""
     import json
 
     args = _args(tmp_path, summary_dir=tmp_path / "summary")
@@ -199,6 +200,11 @@ def test_summary_compares_none_with_the_stock_runs_seed_by_seed(protocol, tmp_pa
     same = "| rte | 1 | accuracy | 0.5451263537906137 | 0.5451263537906137 | +0.0000 | yes |"
     other = "| rte | 2 | accuracy | 0.5667870036101083 | 0.5703971119133574 | -0.3610 | no |"
     assert same in parity and other in parity
+    args.stock_dir = tmp_path / "elsewhere"  # no such folder: said, and no seed-by-seed table
+    assert protocol.summary(args) == 0
+    assert "--stock-dir" in capsys.readouterr().err
+    assert "Seed by seed" not in (args.summary_dir / "parity.md").read_text()
+    args.stock_dir = tmp_path / "stock"
     (args.stock_dir / "rte" / "seed-4.json").write_text('{"task": "rte"')  # cut short
     with pytest.raises(ValueError, match=r"--stock-dir: .*seed-4\.json is not a result"):
         protocol.summary(args)
