@@ -356,6 +356,7 @@ def _check_converted_model(model: Path, folder: Path) -> None:
     ``folder/model.json`` by the first run, and a model with other weights (a conversion
     with other settings, or other bits) is refused."""
     from tisa.files import write_json
+    from tisa.provenance import run_metadata
 
     if not (model / "config.json").is_file():
         raise ValueError(
@@ -391,7 +392,7 @@ def _check_converted_model(model: Path, folder: Path) -> None:
             entry["settings"] = {
                 k: v for k, v in (made.get("settings") or {}).items() if k not in paths
             }
-        write_json(record, entry)
+        write_json(record, {**entry, "provenance": run_metadata()})
 
 
 def _converted_jobs(args: argparse.Namespace) -> list[tuple]:
@@ -463,6 +464,7 @@ def _stock_runs(folder: Path) -> list[dict]:
 
 def summary(args: argparse.Namespace) -> int:
     from tisa.files import write_atomic, write_json
+    from tisa.provenance import run_metadata
     from tisa.train.glue_results import (
         parity_comparison,
         parity_markdown,
@@ -514,7 +516,13 @@ def summary(args: argparse.Namespace) -> int:
         write_atomic(out / "parity.md", parity_text.lstrip("\n"))
     write_json(
         out / "results.json",
-        {"summary": table, "parity": parity, "parity_seedwise": seedwise, "runs": runs},
+        {
+            "summary": table,
+            "parity": parity,
+            "parity_seedwise": seedwise,
+            "runs": runs,
+            "provenance": run_metadata(),
+        },
     )
     from tisa.reports.charts import glue_results
     from tisa.reports.figures import figure_png

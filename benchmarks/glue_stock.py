@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_all(args: argparse.Namespace) -> None:
     from tisa.files import write_json
+    from tisa.provenance import run_metadata
 
     for task in args.task:
         scores: dict[str, list[float]] = {}
@@ -152,7 +153,7 @@ def _run_all(args: argparse.Namespace) -> None:
                 result = json.loads(path.read_text())
             else:
                 result = run(args, task, seed)
-                write_json(path, result)
+                write_json(path, {**result, "provenance": run_metadata()})
             for name, value in result["metrics"].items():
                 scores.setdefault(name, []).append(value)
             print(f"{task} seed {seed}: {result['metrics']}", flush=True)

@@ -196,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     from tisa.files import write_atomic, write_json
 
     summary = _summarise(runs, args)
-    write_json(args.output_dir / "summary.json", summary)
+    from tisa.provenance import run_metadata
+
+    write_json(args.output_dir / "summary.json", {**summary, "provenance": run_metadata()})
     md = _markdown(summary, args.lengths)
     write_atomic(args.output_dir / "summary.md", md)
     report = _report(summary, runs, args)

@@ -130,9 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     print(text, end="")
     if args.output is not None:
         from tisa.files import write_atomic, write_json
+        from tisa.provenance import run_metadata
 
         write_atomic(args.output / "scale.md", text)
-        write_json(args.output / "scale.json", result)
+        write_json(args.output / "scale.json", {**result, "provenance": run_metadata()})
     return 0
 
 

@@ -336,10 +336,11 @@ def main(argv: list[str] | None = None) -> int:
     print(text, end="")
     if args.output is not None:
         from tisa.files import write_atomic, write_json
+        from tisa.provenance import run_metadata
         from tisa.reports.figures import save_figure
 
         write_atomic(args.output / "word_order.md", text)
-        write_json(args.output / "word_order.json", result)
+        write_json(args.output / "word_order.json", {**result, "provenance": run_metadata()})
         save_figure(figure(result), args.output / "word_order.png")
     return 0
 

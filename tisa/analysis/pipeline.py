@@ -188,6 +188,7 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
     from tisa.analysis.training import ti_over_training
     from tisa.checkpoints import list_checkpoints
     from tisa.files import write_json
+    from tisa.provenance import run_metadata
 
     sources, labels = list(config.models), list(config.models)
     ckpt_dir = Path(config.checkpoints) if config.checkpoints is not None else None
@@ -230,7 +231,9 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
         training=training,
         elapsed_s=round(time.perf_counter() - start, 2),
     )
-    files = [write_json(out_dir / "metrics.json", result.to_dict())]
+    files = [
+        write_json(out_dir / "metrics.json", {**result.to_dict(), "provenance": run_metadata()})
+    ]
     if config.report:
         from tisa.reports.analysis import write_analysis_report
 

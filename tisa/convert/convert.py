@@ -246,6 +246,7 @@ def convert(config: ConvertConfig) -> ConvertResult:
     from tisa.convert.student import build_student, fit_layers
     from tisa.data.corpus import ptb_lines
     from tisa.files import write_json
+    from tisa.provenance import run_metadata
 
     out = Path(config.output_dir)
     if _check_output(out, config.overwrite):
@@ -385,6 +386,7 @@ def convert(config: ConvertConfig) -> ConvertResult:
     if sts is not None:
         metrics["sts_relative"] = after["sts_spearman"] / before["original"]["sts_spearman"]
     metrics["timings"]["total_s"] = timings["fit_s"] + timings["distill_s"]
+    metrics["provenance"] = run_metadata()
     write_json(out / "metrics.json", metrics)
     from tisa.reports.convert import write_convert_report
 

@@ -47,6 +47,7 @@ from typing import Any
 from tisa._validate import check_int
 from tisa.evaluation.extrapolation_results import ExtrapolationResults, ExtrapolationRow, RunInfo
 from tisa.files import write_atomic, write_json
+from tisa.provenance import run_metadata
 
 __all__ = [
     "ExtrapolateConfig",
@@ -430,7 +431,7 @@ def write_outputs(results: ExtrapolationResults, output_dir: str | os.PathLike[s
 
     write_atomic(out / "extrapolation.md", results.to_markdown())
     write_atomic(out / "extrapolation.csv", results.to_csv())
-    write_json(out / "extrapolation.json", results.to_dict())
+    write_json(out / "extrapolation.json", {**results.to_dict(), "provenance": run_metadata()})
     curves = {
         info.label: [
             (r.length, r.loss)

@@ -49,6 +49,7 @@ from tqdm.auto import tqdm
 from tisa.data.glue import GlueTask, get_task, load_custom, load_glue
 from tisa.files import json_ready, write_atomic, write_json
 from tisa.hub import model_source
+from tisa.provenance import run_metadata
 from tisa.train.glue_config import VARIANTS, GlueConfig
 from tisa.train.glue_results import (
     paired_comparison,
@@ -484,7 +485,7 @@ def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -
                 result = _fine_tune(config, task, encoded, tokenizer, variant, seed, callbacks)
                 if main:
                     path = _result_path(config, task_name, variant, seed)
-                    write_json(path, result)
+                    write_json(path, {**result, "provenance": run_metadata()})
                     if not config.keep_checkpoints:
                         shutil.rmtree(path.parent / "checkpoints", ignore_errors=True)
                     files = _write_tables(config, _collect(config, plan))
@@ -517,7 +518,10 @@ def _write_tables(config: GlueConfig, runs: Sequence[dict[str, Any]]) -> dict[st
     }
     write_atomic(files["markdown"], summary_markdown(summary))
     write_atomic(files["csv"], summary_csv(summary))
-    write_json(files["json"], {"summary": summary, "runs": list(runs)})
+    write_json(
+        files["json"],
+        {"summary": summary, "runs": list(runs), "provenance": run_metadata()},
+    )
     if config.plot and summary:
         files["plot"] = out / "results.png"
         files["report"] = out / "report.html"

@@ -1,0 +1,124 @@
+"""Where a result came from: the record every committed result file carries.
+
+A figure in the docs is only as good as the file behind it, and a file is only checkable
+when it says which code wrote it, with which command, on which build and machine::
+
+    from tisa.provenance import run_metadata
+    write_json(out / "results.json", {"provenance": run_metadata(), "rows": rows})
+
+``run_metadata()`` is cheap (one ``git`` call, cached) and never fails: outside a git
+checkout the commit is ``None``. Large artefacts (model weights) stay out of the
+repository; :func:`sha256_file` gives the digest a result file records instead.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import hashlib
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["cpu_model", "git_commit", "run_metadata", "sha256_file"]
+
+_REPO = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def git_commit() -> dict[str, Any]:
+    """The commit of the checkout this package runs from, and whether it had changes.
+
+    Returns ``{"commit": sha or None, "dirty": bool or None}``; ``None`` when the package
+    is not in a git checkout (an installed wheel) or git is missing.
+    """
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(
+                ["git", "-C", str(_REPO), *args],
+                capture_output=True, text=True, timeout=10, check=True,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip()
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return {"commit": None, "dirty": None}
+    # changes to tracked files of the package only: result files being written are not code
+    status = git("status", "--porcelain", "--untracked-files=no", "--", "tisa", "benchmarks")
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else ``platform.processor()``)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def run_metadata(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """The provenance record of a result: commit, command, builds, CPU, threads, date.
+
+    Args:
+        argv: the command line to record; default ``sys.argv`` with the program named by
+            its file name only (no machine paths in committed files).
+
+    Returns:
+        ``{"commit", "dirty", "command", "torch", "transformers", "python", "cpu",
+        "cpu_count", "threads", "date"}``; ``date`` is UTC in ISO 8601.
+    """
+    import torch
+
+    try:
+        import transformers
+
+        transformers_version: str | None = transformers.__version__
+    except ImportError:  # pragma: no cover - a dependency of the package
+        transformers_version = None
+    if argv is None:
+        argv = [_program(sys.argv[0]), *sys.argv[1:]] if sys.argv else []
+    return {
+        **git_commit(),
+        "command": shlex.join(str(a) for a in argv),
+        "torch": torch.__version__,
+        "transformers": transformers_version,
+        "python": platform.python_version(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _program(arg0: str) -> str:
+    """``sys.argv[0]`` without machine paths: ``benchmarks/x.py``, ``python -m tisa.cli``,
+    or the bare name of a console script such as ``tisa``."""
+    path = Path(arg0).resolve()
+    try:
+        relative = path.relative_to(_REPO)
+    except ValueError:
+        return path.name
+    if relative.name == "__main__.py":
+        return "python -m " + ".".join(relative.parent.parts)
+    return relative.as_posix()
+
+
+def sha256_file(path: str | os.PathLike[str], *, chunk: int = 1 << 20) -> str:
+    """The SHA-256 hex digest of a file, read in chunks (model weights are large)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
