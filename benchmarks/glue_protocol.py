@@ -23,7 +23,8 @@ kept, interrupted ones continue from their last checkpoint.
 
 Settings shared by every stage: learning rate 5e-5, batch 32, max length 128, no warm-up,
 no weight decay (the Trainer's defaults), fp32: the settings on which the stock Hugging
-Face Trainer was measured (:data:`STOCK`), so the protocol's ``none`` is also the parity
+Face Trainer was measured (``benchmarks/glue_stock.py``, its runs in
+``results/glue/stock``), so the protocol's ``none`` is also the parity
 check of the baseline; ``summary`` compares the two (``parity.md``).
 
 ``--parallel N`` runs N processes at once, a new one as soon as one ends: on one large GPU
@@ -69,19 +70,6 @@ COMMON = dict(
     weight_decay=0.0,
     eval_batch_size=128,
 )
-#: the stock Hugging Face Trainer (AutoModelForSequenceClassification, TrainingArguments
-#: defaults) fine-tuning all-MiniLM-L6-v2 with the settings of COMMON on a 2-core CPU:
-#: task -> metric -> (mean, sd, seeds); dev sets of the classic glue_data. Measured with
-#: the Trainer alone when the protocol was set up; benchmarks/glue_stock.py is the script
-#: that reruns that baseline (``--task rte mrpc --seeds 1 2 3``, ``--task cola stsb
-#: --seeds 1``); its runs are kept in results/glue/stock, and ``summary`` compares them
-#: seed by seed with the protocol's none (parity.md)
-STOCK = {
-    "cola": {"matthews_corr": (0.294, None, 1)},
-    "mrpc": {"accuracy": (0.787, 0.019, 3), "f1": (0.854, 0.011, 3)},
-    "stsb": {"pearson": (0.849, None, 1), "spearman": (0.853, None, 1)},
-    "rte": {"accuracy": (0.558, 0.008, 3)},
-}
 SST2_CAP = 8000
 #: minutes one run of a task takes on one CPU core at these settings (the committed
 #: protocol runs' train_runtime_s, rounded): the order in which parallel jobs start
@@ -438,6 +426,22 @@ def _runs(folder: Path, rename: dict[str, str] | None = None) -> list[dict]:
     return out
 
 
+def stock_reference(stock: list[dict]) -> dict[str, dict[str, tuple[float, float | None, int]]]:
+    """The stock Trainer's figures from its committed runs: task -> metric -> (mean, sd or
+    None for one seed, seeds), the reference ``parity_comparison`` takes."""
+    values: dict[str, dict[str, list[float]]] = {}
+    for run in stock:
+        for metric, value in run["metrics"].items():
+            values.setdefault(run["task"], {}).setdefault(metric, []).append(float(value))
+    return {
+        task: {
+            m: (statistics.fmean(v), statistics.stdev(v) if len(v) > 1 else None, len(v))
+            for m, v in metrics.items()
+        }
+        for task, metrics in values.items()
+    }
+
+
 def _stock_runs(folder: Path) -> list[dict]:
     """The runs of benchmarks/glue_stock.py in ``folder`` (``TASK/seed-N.json``, written
     atomically, so a file that does not parse is damaged: an error names it)."""
@@ -493,12 +497,11 @@ def summary(args: argparse.Namespace) -> int:
     status = _progress(runs, tuple(args.tasks or TASKS), tuple(args.seeds or PROTOCOL_SEEDS))
     write_atomic(out / "results.md", status + summary_markdown(table))
     write_atomic(out / "results.csv", summary_csv(table))
-    # the stock figures are of all-MiniLM-L6-v2: no parity for another model
-    parity = parity_comparison(runs, "none", STOCK) if args.model is None else []
-    # seed by seed against the reruns of benchmarks/glue_stock.py, where there are some
-    seedwise = (
-        seedwise_parity(runs, "none", _stock_runs(args.stock_dir)) if args.model is None else []
-    )
+    # the stock runs are of all-MiniLM-L6-v2: no parity for another model
+    stock = _stock_runs(args.stock_dir) if args.model is None else []
+    # over seeds against the runs of benchmarks/glue_stock.py, and seed by seed
+    parity = parity_comparison(runs, "none", stock_reference(stock)) if stock else []
+    seedwise = seedwise_parity(runs, "none", stock) if stock else []
     parity_text = ""
     if parity:
         parity_text = (
@@ -514,6 +517,8 @@ def summary(args: argparse.Namespace) -> int:
         )
     if parity_text:
         write_atomic(out / "parity.md", parity_text.lstrip("\n"))
+    else:  # no stock runs: no parity, and none left from an earlier summary
+        (out / "parity.md").unlink(missing_ok=True)
     write_json(
         out / "results.json",
         {

@@ -3,9 +3,10 @@ Trainer with its defaults, nothing of tisa in the training path.
 
     python benchmarks/glue_stock.py --task rte mrpc --seeds 1 2 3
 
-It is the reference the protocol's ``none`` runs are checked against (baseline parity,
-``benchmarks/glue_protocol.py`` ``STOCK``): the same model (all-MiniLM-L6-v2 by default),
-learning rate 5e-5, batch 32, max length 128 (truncation, pairs longest first), padding
+It is the reference the protocol's ``none`` runs are checked against (baseline parity:
+``benchmarks/glue_protocol.py summary`` reads these runs): the same model
+(all-MiniLM-L6-v2 by default), learning rate 5e-5, batch 32, max length 128 (truncation,
+pairs longest first), padding
 per batch, 3 epochs, no warm-up, no weight decay, fp32, evaluation on the dev set. Only the
 reading of the classic ``glue_data`` TSV files is tisa's (``tisa.data.glue.load_glue``);
 the metrics come from scikit-learn and SciPy. Each (task, seed) writes
@@ -23,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-#: the tasks of the protocol (benchmarks/glue_protocol.py) that STOCK has figures for
+#: the tasks of the protocol (benchmarks/glue_protocol.py)
 TASKS = ("cola", "sst2", "mrpc", "stsb", "rte")
 
 

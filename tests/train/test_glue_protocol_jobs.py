@@ -169,6 +169,7 @@ def test_summary_compares_none_with_the_stock_runs_seed_by_seed(protocol, tmp_pa
     same task and seed; a missing --stock-dir is said, and a stock file that does not parse
     is named, not skipped."""
     import json
+    import statistics
 
     args = _args(tmp_path, summary_dir=tmp_path / "summary")
     for seed, score in ((1, 0.5451263537906137), (2, 0.5667870036101083)):
@@ -200,10 +201,16 @@ def test_summary_compares_none_with_the_stock_runs_seed_by_seed(protocol, tmp_pa
     same = "| rte | 1 | accuracy | 0.5451263537906137 | 0.5451263537906137 | +0.0000 | yes |"
     other = "| rte | 2 | accuracy | 0.5667870036101083 | 0.5703971119133574 | -0.3610 | no |"
     assert same in parity and other in parity
+    # over seeds, the reference is the stock runs themselves: mean and sd of their 3 seeds
+    (over,) = kept["parity"]
+    assert over["reference_seeds"] == 3
+    assert over["reference_mean"] == pytest.approx(sum(stock.values()) / 3)
+    assert over["reference_sd"] == pytest.approx(statistics.stdev(stock.values()))
     args.stock_dir = tmp_path / "elsewhere"  # no such folder: said, and no seed-by-seed table
     assert protocol.summary(args) == 0
     assert "--stock-dir" in capsys.readouterr().err
-    assert "Seed by seed" not in (args.summary_dir / "parity.md").read_text()
+    assert not (args.summary_dir / "parity.md").exists()  # no stock runs, no parity
+    assert json.loads((args.summary_dir / "results.json").read_text())["parity"] == []
     args.stock_dir = tmp_path / "stock"
     (args.stock_dir / "rte" / "seed-4.json").write_text('{"task": "rte"')  # cut short
     with pytest.raises(ValueError, match=r"--stock-dir: .*seed-4\.json is not a result"):
