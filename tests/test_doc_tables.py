@@ -1,0 +1,83 @@
+"""The README's and the docs' tables are what the committed result files give."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tisa import doc_tables
+from tisa.doc_tables import ROOT
+
+
+def test_every_table_matches_its_result_files() -> None:
+    problems = doc_tables.check(ROOT)
+    assert problems == [], "run `python -m tisa.doc_tables`:\n" + "\n".join(problems)
+
+
+def test_every_result_file_is_read_by_a_table() -> None:
+    assert doc_tables.unclaimed_files(ROOT) == []
+
+
+def test_every_table_declares_files_that_exist() -> None:
+    for table in doc_tables.TABLES.values():
+        found = doc_tables._glob(ROOT, table.sources)
+        assert found, f"table {table.name!r} reads no committed file"
+
+
+def _mini_repo(tmp_path: Path) -> Path:
+    """A copy of the pages and of the result files one table reads."""
+    root = tmp_path / "repo"
+    summary = Path(doc_tables.GLUE_SUMMARY)
+    (root / summary.parent).mkdir(parents=True)
+    shutil.copy(ROOT / summary, root / summary)
+    (root / "docs").mkdir()
+    (root / "README.md").write_text(
+        "intro\n<!-- table: glue-paired -->\nold text\n<!-- /table -->\nafter\n"
+    )
+    return root
+
+
+def test_check_finds_drift_and_update_rewrites_only_the_table(tmp_path: Path) -> None:
+    root = _mini_repo(tmp_path)
+    problems = doc_tables.check(root)
+    assert "README.md: table 'glue-paired' differs from its result files" in problems
+    assert (root / "README.md").read_text().count("old text") == 1  # check changes nothing
+    doc_tables.update(root)
+    text = (root / "README.md").read_text()
+    assert text.startswith("intro\n<!-- table: glue-paired -->\n| variant |")
+    assert text.endswith("<!-- /table -->\nafter\n")
+    assert not [p for p in doc_tables.check(root) if "glue-paired" in p]
+
+
+def test_a_changed_result_file_is_drift(tmp_path: Path) -> None:
+    root = _mini_repo(tmp_path)
+    doc_tables.update(root)
+    path = root / doc_tables.GLUE_SUMMARY
+    data = json.loads(path.read_text())
+    row = next(r for r in data["summary"] if r["variant"] == "keep" and r["task"] == "cola")
+    row["paired"]["mean_diff"] += 0.01  # one figure moves by 1 point
+    path.write_text(json.dumps(data))
+    assert "README.md: table 'glue-paired' differs from its result files" in doc_tables.check(root)
+
+
+def test_unknown_marker_and_missing_file_are_named(tmp_path: Path) -> None:
+    root = _mini_repo(tmp_path)
+    (root / "docs" / "x.md").write_text("<!-- table: no-such-table -->\n<!-- /table -->\n")
+    assert "docs/x.md: marker names no registered table: 'no-such-table'" in doc_tables.check(
+        root
+    )
+    (root / doc_tables.GLUE_SUMMARY).unlink()
+    with pytest.raises(FileNotFoundError, match="glue/summary/results.json"):
+        doc_tables.check(root)
+
+
+def test_cli_check_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _mini_repo(tmp_path)
+    assert doc_tables.main(["--check", "--root", str(root)]) == 1
+    assert "differs from its result files" in capsys.readouterr().out
+    (root / doc_tables.GLUE_SUMMARY).write_text("{not json")
+    assert doc_tables.main(["--check", "--root", str(root)]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
