@@ -91,7 +91,9 @@ def run_metadata(argv: Sequence[str] | None = None) -> dict[str, Any]:
         argv = [_program(sys.argv[0]), *sys.argv[1:]] if sys.argv else []
     return {
         **git_commit(),
-        "command": shlex.join(str(a) for a in argv),
+        # the program may be several words ("python -m tisa.cli"); its arguments are quoted
+        "command": " ".join([str(argv[0]), *(shlex.quote(str(a)) for a in argv[1:])])
+        if argv else "",
         "torch": torch.__version__,
         "transformers": transformers_version,
         "python": platform.python_version(),

@@ -1,0 +1,34 @@
+"""The provenance record every result file carries."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import torch
+
+from tisa import provenance
+
+
+def test_run_metadata_records_commit_command_builds_cpu_threads() -> None:
+    meta = provenance.run_metadata(["tisa", "analyze", "a model", "--null-draws", "20"])
+    assert set(meta) == {"commit", "dirty", "command", "torch", "transformers", "python",
+                         "cpu", "cpu_count", "threads", "date"}
+    assert meta["command"] == "tisa analyze 'a model' --null-draws 20"
+    assert meta["torch"] == torch.__version__ and meta["threads"] == torch.get_num_threads()
+    assert meta["commit"] is None or re.fullmatch(r"[0-9a-f]{40}", meta["commit"])
+    assert meta["date"].endswith("+00:00")
+
+
+def test_program_names_carry_no_machine_paths() -> None:
+    root = provenance._REPO
+    assert provenance._program(str(root / "tisa" / "cli" / "__main__.py")) == "python -m tisa.cli"
+    assert provenance._program(str(root / "benchmarks" / "x.py")) == "benchmarks/x.py"
+    assert provenance._program("/some/venv/bin/tisa") == "tisa"
+
+
+def test_sha256_file(tmp_path) -> None:
+    path = tmp_path / "weights.bin"
+    data = bytes(range(256)) * 5000
+    path.write_bytes(data)
+    assert provenance.sha256_file(path, chunk=1000) == hashlib.sha256(data).hexdigest()
