@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -108,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch default)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", type=Path, default=None,
+                        help="write every length's figures and the provenance to this JSON file")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -119,14 +122,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     header = f"{'L':>5} {'absolute tok/s':>15} {'tisa tok/s':>11} {'tisa/absolute':>14}"
     print(f"{header} {'quartiles':>13} {'target':>8}")
+    rows = []
     for length in args.lengths:
         r = measure(length, args, device)
+        rows.append({"length": length, **r, "target": TARGETS.get(length)})
         target = TARGETS.get(length)
         verdict = "" if target is None else (">= " if r["ratio"] >= target else "<  ") + str(target)
         print(
             f"{length:>5} {r['absolute']:>15.0f} {r['tisa']:>11.0f} {r['ratio']:>14.3f} "
             f"{r['q1']:>6.3f}-{r['q3']:.3f} {verdict:>8}"
         )
+    if args.output is not None:
+        from tisa.files import write_json
+        from tisa.provenance import run_metadata
+
+        settings = {k: v for k, v in vars(args).items() if k != "output"}
+        write_json(args.output, {"settings": settings, "rows": rows, "provenance": run_metadata()})
     return 0
 
 

@@ -63,6 +63,15 @@ def test_demo_end_to_end_writes_report(tmp_path):
     assert len(checkpoints) == 6
     assert "shuffled" in html and "off-diag." in html
     assert (out / "ti_over_training.png").stat().st_size > 1000
+    # demo.json: the time of every stage, the TI over training and where they came from
+    record = json.loads((out / "demo.json").read_text())
+    assert set(record["stages_s"]) == {
+        "scoring functions", "analysis", "attention benchmark", "pretraining",
+        "TI over training", "GLUE",
+    }
+    assert record["elapsed_s"] >= sum(record["stages_s"].values()) - 0.1
+    assert record["ti_over_training"]["steps"] == [1, 2, 3, 4, 5, 6]
+    assert record["settings"]["ti_steps"] == 6 and record["provenance"]["command"]
 
 
 def test_ti_trend_text_follows_the_figures():

@@ -1,0 +1,84 @@
+"""How long `tisa demo` takes, as a new user meets it: the median of several fresh runs.
+
+    python benchmarks/demo_time.py --runs 3 --output benchmarks/results/demo
+
+Each run is `tisa demo` in a new output folder with a new, empty cache (`TISA_CACHE_DIR`),
+so nothing is reused between runs: the tokenizer is trained, the models are built and the
+runs train from scratch, as on a fresh clone. Wall clock per run, the demo's own time per
+stage, and the 1-minute load average before each run (a machine otherwise idle shows about
+0) go to ``timing.json`` after every run, so an interrupted measurement keeps its finished
+runs and a rerun adds the missing ones; ``demo.json`` of the last run (the demo's figures,
+among them the TI over training) is kept beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3, help="fresh demo runs in all (default 3)")
+    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks/results/demo",
+                        help="folder of timing.json and demo.json")
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        print(f"demo_time: error: --runs must be at least 1, got {args.runs}", file=sys.stderr)
+        return 2
+    if args.output.exists() and not args.output.is_dir():
+        print(f"demo_time: error: --output {args.output} is a file, not a folder",
+              file=sys.stderr)
+        return 2
+
+    import json
+
+    from tisa.files import write_json
+    from tisa.provenance import run_metadata
+
+    path = args.output / "timing.json"
+    runs = json.loads(path.read_text())["runs"] if path.is_file() else []
+    while len(runs) < args.runs:
+        with tempfile.TemporaryDirectory(prefix="tisa-demo-time-") as tmp:
+            env = {**os.environ, "TISA_CACHE_DIR": str(Path(tmp) / "cache")}
+            load = _load()
+            start = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "tisa.cli", "demo", "--output-dir", str(Path(tmp) / "demo")],
+                cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL,
+            )
+            wall = time.perf_counter() - start
+            demo = json.loads((Path(tmp) / "demo" / "demo.json").read_text())
+            args.output.mkdir(parents=True, exist_ok=True)
+            shutil.copy(Path(tmp) / "demo" / "demo.json", args.output / "demo.json")
+        runs.append({"wall_s": round(wall, 1), "load_before": load, "stages_s": demo["stages_s"]})
+        walls = [r["wall_s"] for r in runs]
+        write_json(path, {
+            "runs": runs,
+            "median_s": statistics.median(walls),
+            "min_s": min(walls),
+            "max_s": max(walls),
+            "provenance": run_metadata(),
+        })
+        print(f"run {len(runs)}: {wall:.0f} s (load before {load})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
