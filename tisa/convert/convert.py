@@ -22,7 +22,8 @@ Output folder::
 
     OUTPUT_DIR/
       model/            the converted model and its tokenizer (save_pretrained)
-      fit.pt            the fitted student before distillation (reused on a rerun)
+      fit.pt            the fitted student before distillation (reused on a rerun;
+                        tensors and plain data, read without running any code)
       checkpoint/       the distillation checkpoint while it runs
       metrics.json      every figure below
       report.html       tables and figures
@@ -31,7 +32,9 @@ Output folder::
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+import logging
 import math
 import os
 import shutil
@@ -46,6 +49,8 @@ from tisa._validate import check_int
 from tisa.convert.distill import DistillSettings
 
 __all__ = ["ConvertConfig", "ConvertResult", "convert", "finished_conversion"]
+
+logger = logging.getLogger(__name__)
 
 
 def finished_conversion(folder: str | Path, *, argument: str = "convert_dir") -> tuple[str, Path]:
@@ -210,20 +215,29 @@ def _evaluate(original, model, tokenizer, sts, texts) -> dict[str, Any]:
 
 
 def _load_fit(path: Path, settings: dict[str, Any]):
-    """The saved fit of an interrupted conversion with the same settings, else None."""
+    """The saved fit of an interrupted conversion with the same settings, else None (said
+    in one line when there is a file that cannot be reused).
+
+    The file is read as tensors and plain data only (:func:`tisa.checkpoints.load_plain`):
+    one that holds other Python objects is refused unread, with a ``ValueError``.
+    """
+    from tisa.checkpoints import load_plain
     from tisa.convert.profiles import AttentionProfiles
     from tisa.convert.student import LayerFit
 
     if not path.is_file():
         return None
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
-    except (RuntimeError, EOFError, OSError, ValueError):
-        return None  # a truncated file: fit again
-    if saved.get("settings") != settings:
+        saved = load_plain(path)
+    except (RuntimeError, EOFError, OSError):
+        logger.warning("convert: %s is damaged (cut short?); fitting again", path)
+        return None
+    if not isinstance(saved, dict) or saved.get("settings") != settings:
+        logger.warning("convert: %s was fitted with other settings; fitting again", path)
         return None
     raw = saved["fit"]
     saved["fit"] = LayerFit(**{**raw, "original": AttentionProfiles(**raw["original"])})
+    logger.warning("convert: reusing the fitted student of an interrupted run (%s)", path)
     return saved
 
 
@@ -245,7 +259,7 @@ def convert(config: ConvertConfig) -> ConvertResult:
     from tisa.convert.profiles import text_blocks
     from tisa.convert.student import build_student, fit_layers
     from tisa.data.corpus import ptb_lines
-    from tisa.files import write_json
+    from tisa.files import write_atomic, write_json
 
     out = Path(config.output_dir)
     if _check_output(out, config.overwrite):
@@ -301,6 +315,9 @@ def convert(config: ConvertConfig) -> ConvertResult:
             "fitted": _evaluate(original, student, tokenizer, sts, eval_texts),
         }
         timings["fit_s"] = time.perf_counter() - began
+        # tensors and plain data only (read back with weights_only=True), written
+        # atomically: a run killed while saving leaves no half file
+        buffer = io.BytesIO()
         torch.save(
             {
                 "settings": fit_settings,
@@ -309,8 +326,9 @@ def convert(config: ConvertConfig) -> ConvertResult:
                 "before": before,
                 "timings": dict(timings),
             },
-            fit_path,
+            buffer,
         )
+        write_atomic(fit_path, buffer.getvalue())
     else:
         student.load_state_dict(saved["student"])
         fit, before, timings = saved["fit"], saved["before"], saved["timings"]
