@@ -187,7 +187,7 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
 
     from tisa.analysis.training import ti_over_training
     from tisa.checkpoints import list_checkpoints
-    from tisa.files import write_json
+    from tisa.files import RunLock, write_json
 
     sources, labels = list(config.models), list(config.models)
     ckpt_dir = Path(config.checkpoints) if config.checkpoints is not None else None
@@ -201,8 +201,7 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
         else:
             sources = [_default_model()]
             labels = [DEFAULT_MODEL_NAME]
-    out_dir = Path(config.output_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(config.output_dir)  # created only once there is something to write
     _quiet_transformers()
 
     start = time.perf_counter()
@@ -230,11 +229,13 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
         training=training,
         elapsed_s=round(time.perf_counter() - start, 2),
     )
-    files = [write_json(out_dir / "metrics.json", result.to_dict())]
-    if config.report:
-        from tisa.reports.analysis import write_analysis_report
+    with RunLock(out_dir) as lock:  # one writer at a time
+        lock.acquire()
+        files = [write_json(out_dir / "metrics.json", result.to_dict())]
+        if config.report:
+            from tisa.reports.analysis import write_analysis_report
 
-        files += write_analysis_report(result, out_dir)
+            files += write_analysis_report(result, out_dir)
     return dataclasses.replace(result, files=tuple(files))
 
 

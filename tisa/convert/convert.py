@@ -47,6 +47,7 @@ import torch
 
 from tisa._validate import check_int
 from tisa.convert.distill import DistillSettings
+from tisa.files import RunLock
 
 __all__ = ["ConvertConfig", "ConvertResult", "convert", "finished_conversion"]
 
@@ -252,6 +253,14 @@ def convert(config: ConvertConfig) -> ConvertResult:
             table, an architecture tisa.hf does not support) or an unusable output folder.
         tisa.analysis.loading.ModelLoadError: ``model`` is not a loadable model.
     """
+    # two conversions into one folder would overwrite each other's fit and checkpoint
+    with RunLock(config.output_dir) as lock:
+        return _convert(config, lock)
+
+
+def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
+    """:func:`convert` holding ``lock`` (:class:`tisa.files.RunLock`), taken at once when
+    the folder exists, else where it is created (after every check)."""
     import tisa.hf
     from tisa.analysis.loading import load_model
     from tisa.convert.distill import LengthSampler, distill
@@ -291,7 +300,7 @@ def convert(config: ConvertConfig) -> ConvertResult:
     if config.fit_length > limit:
         raise ValueError(f"fit_length: {config.fit_length} exceeds the model's {limit} positions")
     sts = _sts(config.glue_dir, config.max_sts_pairs)
-    out.mkdir(parents=True, exist_ok=True)
+    lock.acquire()  # creates the folder
     train = (
         ptb_lines("train") if config.train_file is None else _lines(config.train_file, "train_file")
     )

@@ -47,7 +47,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from tisa.data.glue import GlueTask, get_task, load_custom, load_glue
-from tisa.files import json_ready, write_atomic, write_json
+from tisa.files import RunLock, json_ready, write_atomic, write_json
 from tisa.hub import model_source
 from tisa.train.glue_config import VARIANTS, GlueConfig
 from tisa.train.glue_results import (
@@ -449,6 +449,16 @@ def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -
             file or cannot be written).
         FileNotFoundError: missing data (the message says how to get it).
     """
+    # two experiments into one folder would train the same runs twice
+    with RunLock(config.output_dir) as lock:
+        return _run_glue(config, callbacks, lock)
+
+
+def _run_glue(
+    config: GlueConfig, callbacks: Sequence[TrainerCallback], lock: RunLock
+) -> GlueResults:
+    """:func:`run_glue` holding ``lock``, taken at once when the folder exists, else
+    before the first write."""
     from tisa._validate import check_output_dir
 
     check_output_dir(config.output_dir, "output_dir")
@@ -465,6 +475,8 @@ def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -
         data = {t: _load_task(config, t) for t in pending_tasks}
     if pending_tasks:
         tokenizer = _tokenizer(config)
+        if main:
+            lock.acquire()
         _check_settings(config, write=True)  # every check passed: training starts
 
     files: dict[str, Path] = {}
