@@ -118,6 +118,14 @@ def test_a_lock_on_a_missing_folder_waits_for_its_creation(tmp_path):
         assert not lock.held and not folder.exists()  # nothing created by a check that fails
         assert lock.acquire() and folder.is_dir()
     assert not lock.held and not files._HELD
+    assert not folder.exists()  # created for a run that wrote nothing: removed again
+    with files.RunLock(folder) as lock:
+        lock.acquire()
+        (folder / "metrics.json").write_text("{}")
+    assert (folder / "metrics.json").is_file()  # a folder with results stays
+    with files.RunLock(folder) as lock:
+        assert lock.held  # existed: taken at once
+    assert (folder / files.LOCK_FILE).is_file()
 
 
 @pytest.mark.parametrize(

@@ -154,7 +154,7 @@ def replace_folder(staged: str | os.PathLike[str], final: str | os.PathLike[str]
 #: The lock file inside a run folder (see :class:`RunLock`).
 LOCK_FILE = ".lock"
 
-# Locks this process holds: resolved folder -> [open file descriptor, depth].
+# Locks this process holds: resolved folder -> [open file descriptor, depth, created].
 _HELD: dict[Path, list[int]] = {}
 
 
@@ -171,7 +171,8 @@ class RunLock:
     Used as a context manager, it takes the lock at once when the folder exists (so that
     nothing reads the folder's state while another run changes it) and otherwise leaves
     it to :meth:`acquire`, called where the run creates the folder: a run refused by a
-    check before that leaves no folder behind. It is released on exit.
+    check before that leaves no folder behind, and neither does one that fails before
+    writing anything into the folder it created. It is released on exit.
 
     Args:
         folder: the run folder.
@@ -204,36 +205,50 @@ class RunLock:
             return False
         if not create and not self.folder.is_dir():
             return False
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            key = self.folder.resolve()
-            if key in _HELD:
-                _HELD[key][1] += 1
-                self._key = key
-                return True
-            fd = os.open(self.folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as err:
-            raise ValueError(
-                f"{self.name}: cannot write to {str(self.folder)!r}: {err.strerror or err}"
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # BlockingIOError: held by another process
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        while True:
+            try:
+                created = not self.folder.is_dir()
+                self.folder.mkdir(parents=True, exist_ok=True)
+                key = self.folder.resolve()
+                if key in _HELD:
+                    _HELD[key][1] += 1
+                    self._key = key
+                    return True
+                path = self.folder / LOCK_FILE
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as err:
+                raise ValueError(
+                    f"{self.name}: cannot write to {str(self.folder)!r}: {err.strerror or err}"
+                ) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # BlockingIOError: held by another process
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                os.close(fd)
+                who = f" (process {holder})" if holder.isdigit() else ""
+                raise ValueError(
+                    f"{self.name}: {str(self.folder)!r} is in use by another run{who}; wait "
+                    "for it to finish or use another folder"
+                ) from None
+            try:  # the file locked is still the one in the folder (see release)
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
             os.close(fd)
-            who = f" (process {holder})" if holder.isdigit() else ""
-            raise ValueError(
-                f"{self.name}: {str(self.folder)!r} is in use by another run{who}; wait for "
-                "it to finish or use another folder"
-            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        _HELD[key] = [fd, 1]
+        _HELD[key] = [fd, 1, int(created)]
         self._key = key
         return True
 
     def release(self) -> None:
-        """Lets the folder go (when this object holds it and no other in the process)."""
+        """Lets the folder go (when this object holds it and no other in the process).
+
+        A folder this lock created that holds nothing but the lock file (a run that
+        failed before writing anything) is removed, so that it leaves nothing behind.
+        """
         import fcntl
 
         key, self._key = self._key, None
@@ -241,10 +256,21 @@ class RunLock:
             return
         held = _HELD[key]
         held[1] -= 1
-        if held[1] == 0:
-            del _HELD[key]
-            fcntl.flock(held[0], fcntl.LOCK_UN)
-            os.close(held[0])
+        if held[1] > 0:
+            return
+        del _HELD[key]
+        fd, _, created = held
+        try:
+            if created and [p.name for p in self.folder.iterdir()] == [LOCK_FILE]:
+                # unlinked while still locked: whoever opened it meanwhile sees that the
+                # file it locked is no longer the folder's and starts over
+                (self.folder / LOCK_FILE).unlink()
+                self.folder.rmdir()
+        except OSError:
+            pass
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
     def __enter__(self) -> RunLock:
         self.acquire(create=False)
