@@ -49,3 +49,27 @@ def test_analyze_says_so_in_one_line_and_writes_nothing(broken, which, tmp_path,
     assert err.startswith("tisa analyze: error: ") and "\n" not in err
     assert ("cut short" if which == 0 else "do not match config.json") in err
     assert not out.exists()  # nothing created for a run that could not start
+
+
+def test_a_run_folder_loads_its_model_and_says_so(broken, tmp_path, caplog):
+    run = tmp_path / "run"
+    shutil.copytree(broken[0].parent / "good", run / "model")  # as tisa pretrain leaves it
+    (run / "metrics.jsonl").write_text("")
+    with caplog.at_level("WARNING", logger="tisa.analysis.loading"):
+        model, tokenizer = load_model(str(run))
+    assert model.config.hidden_size == 16 and tokenizer is not None
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [f"{run} is a run folder: loading its final model, {run / 'model'}"]
+
+
+def test_max_positions_beyond_the_table_is_said(broken, tmp_path, caplog):
+    good = str(broken[0].parent / "good")
+    argv = ["analyze", good, "--output-dir", str(tmp_path / "out"), "--quiet", "--no-probe"]
+    argv += ["--null-draws", "0", "--max-positions", "100000"]
+    with caplog.at_level("WARNING", logger="tisa.analysis.pipeline"):
+        assert main(argv) == 0
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("max_positions: ")
+    assert said[0].endswith("has 64 positions, fewer than 100000; using 64")
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["models"][0]["position_embeddings"]["length"] == 64

@@ -8,6 +8,7 @@ once with a message instead of retrying.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -20,6 +21,8 @@ from torch import nn
 from tisa.analysis.extract import UnsupportedModelError, supported_message
 
 __all__ = ["KNOWN_MODEL_TYPES", "ModelLoadError", "load_model", "load_pretrained"]
+
+logger = logging.getLogger(__name__)
 
 #: model_type values of the stock models the analysis supports (TISA models too).
 KNOWN_MODEL_TYPES = frozenset(
@@ -82,6 +85,11 @@ def load_model(
         raise ModelLoadError(f"{name!r}: no such folder, and not a Hugging Face Hub id")
     if path.exists() and not path.is_dir():
         raise ModelLoadError(f"{name!r} is a file; expected a model folder or a Hub id")
+    if path.is_dir() and not (path / "config.json").is_file():
+        if (path / "model" / "config.json").is_file():  # a run folder of tisa pretrain
+            logger.warning("%s is a run folder: loading its final model, %s", name, path / "model")
+            path = path / "model"
+            name = str(path)
     source = str(path) if path.exists() else name
     # Without a route to the Hub, use the cache only: fails at once instead of retrying.
     hub: dict[str, Any] = {} if path.exists() or _hub_reachable() else {"local_files_only": True}

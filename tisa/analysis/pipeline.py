@@ -24,6 +24,7 @@ through :mod:`tisa.reports.analysis`).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,8 @@ from tisa.analysis.results import (
     PositionEmbeddingResult,
     TisaResult,
 )
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MODEL_NAME", "AnalysisConfig", "analyze", "analyze_config"]
 
@@ -337,6 +340,15 @@ def _analyze_one(
     bar.set_postfix_str(f"{name}: position embeddings")
     embeddings = layer1 = None
     if info["absolute_positions"]:
+        available = extract.num_positions(model)
+        if config.max_positions is not None and config.max_positions > available:
+            logger.warning(
+                "max_positions: %s has %d positions, fewer than %d; using %d",
+                name,
+                available,
+                config.max_positions,
+                available,
+            )
         terms = extract.extract(
             model,
             max_positions=config.max_positions,
