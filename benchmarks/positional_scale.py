@@ -39,6 +39,7 @@ def measure(convert_dir: Path, *, start: str, seed: int, max_offset: int) -> dic
     from transformers import AutoConfig, AutoModel
 
     import tisa.hf
+    from tisa.checkpoints import load_plain
     from tisa.hf.install import iter_scorers
 
     fit_file = convert_dir / "fit.pt"
@@ -47,7 +48,7 @@ def measure(convert_dir: Path, *, start: str, seed: int, max_offset: int) -> dic
             f"convert_dir: {str(convert_dir)!r} lacks fit.pt or metrics.json; pass the "
             "--output-dir of a finished `tisa convert`"
         )
-    fit = torch.load(fit_file, map_location="cpu", weights_only=False)["fit"]
+    fit = load_plain(fit_file)["fit"]  # tensors and plain data only: nothing in it runs
     offsets = fit["original"]["offsets"]
     if max_offset > int(offsets.max()):
         raise ValueError(

@@ -580,3 +580,112 @@ def test_sdpa_forward_in_blocks_matches_eager(monkeypatch, masked):
         expected = attention(q, k, v, s, mask=mask, causal=True, backend="eager")
         out = attention(q, k, v, s, mask=mask, causal=True, backend="sdpa")
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+# --------------------------------------------------------------------- mask conventions
+
+
+def test_a_float_keep_mask_is_refused():
+    """1 = keep / 0 = pad as float would be added to the scores and mask nothing."""
+    q, k, v = make_inputs(2, 3, 5, 5, 8)
+    keep = padding_mask(2, 5)
+    for mask in (keep.float(), keep.float()[:, None, None, :], torch.ones(2, 1, 1, 5)):
+        with pytest.raises(ValueError, match=r"keep mask.*bool mask \(True = attend"):
+            attention(q, k, v, None, mask=mask)
+    # additive masks pass: all zeros (nothing masked), 0 / -inf, any other values
+    additive = torch.zeros(2, 1, 1, 5).masked_fill(~keep[:, None, None, :], NEG)
+    expected = attention(q, k, v, None, mask=keep[:, None, None, :], backend="eager")
+    for backend in ("eager", "sdpa"):
+        torch.testing.assert_close(
+            attention(q, k, v, None, mask=additive, backend=backend), expected
+        )
+        attention(q, k, v, None, mask=torch.zeros(2, 1, 1, 5), backend=backend)
+        attention(q, k, v, None, mask=torch.tensor([0.0, 1.0, 0.5, 0.0, 1.0]).expand(2, 1, 1, 5))
+
+
+def test_a_2d_mask_is_a_padding_mask_even_when_lq_equals_b():
+    """(B, Lk) means batch by keys, not queries by keys, also when Lq == B."""
+    b = lq = 4
+    q, k, v = make_inputs(b, 2, lq, 6, 8)
+    keep = torch.ones(b, 6, dtype=torch.bool)
+    keep[0, 3:] = False
+    keep[2, 1:] = False
+    s = sharp_rbf(2)
+    expected = reference.attention(q, k, v, reference.toeplitz_bias(s, lq, 6).detach(), keep=keep)
+    additive = torch.zeros(b, 6).masked_fill(~keep, NEG)
+    with torch.no_grad():
+        for backend in ("eager", "sdpa"):
+            for mask in (keep, additive):
+                out = attention(q, k, v, s, mask=mask, backend=backend)
+                torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_mask_shapes_are_checked_by_meaning():
+    q, k, v = make_inputs(2, 3, 4, 5, 8)
+    ok = {  # every shape that is accepted
+        (2, 5),
+        (2, 1, 1, 5),
+        (1, 1, 1, 5),
+        (2, 3, 4, 5),
+        (1, 1, 4, 5),
+        (2, 1, 4, 5),
+    }
+    for shape in ok:
+        attention(q, k, v, None, mask=torch.ones(shape, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"a 2-D mask is a padding mask \(B, Lk\) = \(2, 5\)"):
+        attention(q, k, v, None, mask=torch.ones(4, 5, dtype=torch.bool))  # (Lq, Lk)
+    for shape in [(5,), (2, 1, 5), (4, 4, 5), (1, 2, 1, 1, 5)]:
+        with pytest.raises(ValueError, match=r"mask must be 4-D .* or a 2-D padding mask"):
+            attention(q, k, v, None, mask=torch.ones(shape, dtype=torch.bool))
+    for shape in [(2, 2, 1, 5), (3, 1, 1, 5), (2, 1, 3, 5)]:
+        with pytest.raises(ValueError, match="each axis must be that size or 1"):
+            attention(q, k, v, None, mask=torch.ones(shape, dtype=torch.bool))
+
+
+# ------------------------------------------------------------------------ the scale
+
+
+def _scaled_case(masked, causal, with_bias, grad):
+    b, h, lq, lk, d = 2, 3, 7, 9, 8  # queries at the last 7 of 9 keys
+    q, k, v = make_inputs(b, h, lq, lk, d, grad=grad)
+    s = sharp_rbf(h) if with_bias else None
+    keep = padding_mask(b, lk) if masked else None
+    return q, k, v, s, keep
+
+
+SCALE = 0.9  # not 1 / sqrt(8) = 0.354: a backend that drops it changes every output
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("backend", ["eager", "sdpa"])
+def test_the_callers_scale_is_used_forward_and_backward(backend, masked, causal, with_bias):
+    q, k, v, s, keep = _scaled_case(masked, causal, with_bias, grad=True)
+    params = [] if s is None else list(s.parameters())
+    tab = None if s is None else reference.toeplitz_bias(s, q.shape[-2], k.shape[-2])
+    expected = reference.attention(q, k, v, tab, keep=keep, causal=causal, scale=SCALE)
+    cotangent = torch.randn(expected.shape, generator=torch.Generator().manual_seed(3))
+    want = torch.autograd.grad(expected, [q, k, v, *params], cotangent)
+    mask = None if keep is None else keep[:, None, None, :]
+    out = attention(q, k, v, s, mask=mask, causal=causal, scale=SCALE, backend=backend)
+    got = torch.autograd.grad(out, [q, k, v, *params], cotangent)
+    torch.testing.assert_close(out.detach(), expected.detach(), atol=1e-5, rtol=1e-5)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-4)
+    with torch.no_grad():  # the forward without autograd takes other paths
+        out = attention(q, k, v, s, mask=mask, causal=causal, scale=SCALE, backend=backend)
+    torch.testing.assert_close(out, expected.detach(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+def test_the_callers_scale_is_used_by_flex(masked, causal):
+    """Flex forward on CPU (it has no backward there)."""
+    q, k, v, s, keep = _scaled_case(masked, causal, True, grad=False)
+    tab = reference.toeplitz_bias(s, q.shape[-2], k.shape[-2]).detach()
+    expected = reference.attention(q, k, v, tab, keep=keep, causal=causal, scale=SCALE)
+    mask = None if keep is None else keep[:, None, None, :]
+    with torch.no_grad():
+        out = attention(q, k, v, s, mask=mask, causal=causal, scale=SCALE, backend="flex")
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tisa import files
 
@@ -54,3 +60,87 @@ def _write_many(path: str, letter: str) -> None:
 
     for _ in range(50):
         write_atomic(path, letter * 1000)
+
+
+# ------------------------------------------------------------------------ run folder lock
+
+_HOLDER = """
+import sys, time
+from tisa.files import RunLock
+RunLock(sys.argv[1]).acquire()
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def held_folder(tmp_path):
+    """A run folder whose lock another (live) process holds: (folder, process)."""
+    folder = tmp_path / "run"
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(folder)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        yield folder, proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_second_run_is_refused_and_a_dead_runs_lock_is_taken_over(held_folder):
+    folder, holder = held_folder
+    with pytest.raises(
+        ValueError, match=rf"output_dir: .* is in use by another run \(process {holder.pid}\)"
+    ):
+        files.RunLock(folder).acquire()
+    with pytest.raises(ValueError, match="in use by another run"):
+        with files.RunLock(folder):  # the folder exists: taken (and refused) at once
+            pass
+    holder.send_signal(signal.SIGKILL)  # dies holding it: the kernel lets the lock go
+    holder.wait()
+    lock = files.RunLock(folder)
+    assert lock.acquire() and lock.held
+    assert (folder / files.LOCK_FILE).read_text().strip() == str(os.getpid())
+    again = files.RunLock(folder)  # re-entrant within one process
+    assert again.acquire()
+    again.release()
+    assert files._HELD  # still held by the first
+    lock.release()
+    assert not files._HELD
+
+
+def test_a_lock_on_a_missing_folder_waits_for_its_creation(tmp_path):
+    folder = tmp_path / "new" / "run"
+    with files.RunLock(folder) as lock:
+        assert not lock.held and not folder.exists()  # nothing created by a check that fails
+        assert lock.acquire() and folder.is_dir()
+    assert not lock.held and not files._HELD
+    assert not folder.exists()  # created for a run that wrote nothing: removed again
+    with files.RunLock(folder) as lock:
+        lock.acquire()
+        (folder / "metrics.json").write_text("{}")
+    assert (folder / "metrics.json").is_file()  # a folder with results stays
+    with files.RunLock(folder) as lock:
+        assert lock.held  # existed: taken at once
+    assert (folder / files.LOCK_FILE).is_file()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["pretrain"],
+        ["glue", "--model", "some/model", "--task", "rte"],
+        ["convert", "some/model"],
+    ],
+)
+def test_commands_refuse_a_folder_in_use_in_one_line(held_folder, argv, capsys):
+    from tisa.cli import main
+
+    folder, holder = held_folder
+    assert main([*argv, "--output-dir", str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"tisa {argv[0]}: error: output_dir: ") and "\n" not in err
+    assert f"in use by another run (process {holder.pid})" in err

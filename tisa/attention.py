@@ -99,8 +99,12 @@ def attention(
         v: values (B, H, Lk, Dv).
         bias: a :class:`~tisa.scoring.ScoringFunction` with H heads, a precomputed table
             (H, Lq + Lk - 1) from :func:`tisa.bias.table`, or None for no positional bias.
-        mask: bool (True = attend) or additive float mask, broadcastable to
-            (B, H, Lq, Lk); e.g. a padding mask (B, 1, 1, Lk).
+        mask: bool (True = attend) or additive float (0 = attend, -inf = masked; added to
+            the scores as in SDPA), of shape (B | 1, H | 1, Lq | 1, Lk), e.g. a padding
+            mask (B, 1, 1, Lk); a 2-D mask is a padding mask (B, Lk), read as
+            (B, 1, 1, Lk). Other shapes are refused. A float mask of only 0s and 1s (a
+            Hugging Face ``attention_mask`` cast to float: 1 = keep) is refused, since
+            adding it would mask nothing; pass it as ``mask.bool()``.
         causal: mask keys after each query (queries at the last Lq positions).
         dropout_p: dropout on the attention probabilities (pass 0 at evaluation).
         scale: logit scale; default 1 / sqrt(D).
@@ -259,6 +263,12 @@ def _as_table(bias, h: int, lq: int, lk: int, q: Tensor) -> Tensor | None:
 
 
 def _check_mask(mask: Tensor | None, q: Tensor, b: int, h: int, lq: int, lk: int):
+    """The mask as a 4-D tensor, checked by what its axes mean (see :func:`attention`).
+
+    Accepted: 4-D (B | 1, H | 1, Lq | 1, Lk | 1), and 2-D (B, Lk), a padding mask read as
+    (B, 1, 1, Lk). Anything else is refused rather than broadcast from the right, where a
+    (B, Lk) mask would silently become a (Lq, Lk) one whenever Lq == B.
+    """
     if mask is None:
         return None
     if not isinstance(mask, Tensor):
@@ -267,21 +277,44 @@ def _check_mask(mask: Tensor | None, q: Tensor, b: int, h: int, lq: int, lk: int
         raise ValueError(f"mask is on {mask.device} but q is on {q.device}")
     if mask.dtype != torch.bool and not mask.is_floating_point():
         raise ValueError(f"mask must be bool (True = attend) or float (additive), got {mask.dtype}")
-    try:
-        torch.broadcast_shapes(mask.shape, (b, h, lq, lk))
-    except RuntimeError:
+    shape = tuple(mask.shape)
+    if mask.dim() == 2:
+        if shape != (b, lk):
+            raise ValueError(
+                f"a 2-D mask is a padding mask (B, Lk) = {(b, lk)}, got {shape}; give a "
+                "query-key mask 4-D, as (1, 1, Lq, Lk) or (B, H | 1, Lq, Lk)"
+            )
+        mask = mask[:, None, None, :]  # (B, 1, 1, Lk)
+    elif mask.dim() != 4:
         raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast to (B, H, Lq, Lk) = "
-            f"{(b, h, lq, lk)}"
-        ) from None
-    if mask.dim() > 4 or torch.broadcast_shapes(mask.shape, (b, h, lq, lk)) != (b, h, lq, lk):
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} must broadcast to (B, H, Lq, Lk) = "
-            f"{(b, h, lq, lk)} without growing it"
+            f"mask must be 4-D (B | 1, H | 1, Lq | 1, Lk) = {(b, h, lq, lk)} or a 2-D padding "
+            f"mask (B, Lk) = {(b, lk)}, got {mask.dim()}-D {shape}"
         )
-    if mask.is_floating_point() and mask.dtype != q.dtype:
-        mask = mask.to(q.dtype)
+    elif any(n not in (1, full) for n, full in zip(shape, (b, h, lq, lk))):
+        raise ValueError(
+            f"mask of shape {shape} does not broadcast to (B, H, Lq, Lk) = {(b, h, lq, lk)}: "
+            "each axis must be that size or 1"
+        )
+    if mask.is_floating_point():
+        _refuse_keep_mask(mask)
+        if mask.dtype != q.dtype:
+            mask = mask.to(q.dtype)
     return mask
+
+
+def _refuse_keep_mask(mask: Tensor) -> None:
+    """Refuses a float mask of only 0s and 1s that holds a 1: a keep mask (1 = attend, 0 =
+    padding, as Hugging Face tokenizers return it) that, added to the scores, would mask
+    nothing. All zeros is a legitimate additive mask (nothing masked) and passes."""
+    m = mask.detach()
+    ones = m == 1
+    if bool(ones.any()) and bool((ones | (m == 0)).all()):
+        raise ValueError(
+            "mask is a float tensor of 0s and 1s, which looks like a keep mask (1 = attend, "
+            "0 = padding) but would be added to the scores and mask nothing; pass a bool "
+            "mask (True = attend, e.g. mask.bool()) or an additive float mask (0 = attend, "
+            "-inf = masked)"
+        )
 
 
 # ------------------------------------------------------------------------- masks

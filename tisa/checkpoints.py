@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import re
 import shutil
 import struct
@@ -36,7 +37,7 @@ import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from transformers import TrainerCallback
 
@@ -53,6 +54,7 @@ __all__ = [
     "clear_run",
     "latest_checkpoint",
     "list_checkpoints",
+    "load_plain",
     "marker_complete",
     "prune_checkpoints",
     "run_status",
@@ -225,6 +227,30 @@ def _archive_problems(path: Path) -> list[str]:
     if end > size:
         return [f"{path.name} is cut short ({size:,} of at least {end:,} bytes)"]
     return []
+
+
+def load_plain(path: str | os.PathLike[str]) -> Any:
+    """What a ``torch.save`` file of tensors and plain data (dicts, lists, tuples, numbers,
+    strings) holds, read without running anything from it (``weights_only=True``).
+
+    A pickle can run any code while it is read, and files in a run folder may have been
+    written by anyone: a file that holds other Python objects is refused before any of
+    them is built.
+
+    Raises:
+        ValueError: the file holds objects other than tensors and plain data (named).
+        RuntimeError, EOFError, OSError: the file is damaged or cannot be read, as
+            ``torch.load`` raises them.
+    """
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise ValueError(
+            f"{path}: holds Python objects other than tensors and plain data; refused "
+            "without loading it (it could run code); delete it if you did not write it"
+        ) from None
 
 
 def latest_checkpoint(folder: str | os.PathLike[str], *, complete: bool = True) -> Path | None:

@@ -580,12 +580,19 @@ def run_demo(config: DemoConfig = DemoConfig()) -> Path:
             (checked before anything runs).
     """
     from tisa._validate import check_output_dir
-    from tisa.reports.html import write_report
+    from tisa.files import RunLock
 
     if not isinstance(config, DemoConfig):
         raise ValueError(f"config must be a DemoConfig, got {type(config).__name__}")
     out = check_output_dir(config.output_dir, "output_dir")
-    out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out) as lock:  # two demos into one folder would share its runs
+        lock.acquire()
+        return _run_demo(config, out)
+
+
+def _run_demo(config: DemoConfig, out: Path) -> Path:
+    from tisa.reports.html import write_report
+
     summary_rows: list[list] = []
     record: dict = {}  # what demo.json keeps: stage times and the TI over training
     stages: dict[str, float] = {}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pickle
 from pathlib import Path
 
 import pytest
@@ -79,7 +81,7 @@ def test_finished_conversion_is_kept_unless_overwritten(converted, tiny_bert, te
 
 
 def test_interrupted_distillation_resumes_where_it_stopped(
-    converted, tiny_bert, texts, tmp_path, monkeypatch
+    converted, tiny_bert, texts, tmp_path, monkeypatch, caplog
 ):
     straight = converted[0].metrics["distillation"]  # the same settings, uninterrupted
     original_batch = distill_lib.LengthSampler.batch
@@ -95,7 +97,13 @@ def test_interrupted_distillation_resumes_where_it_stopped(
     assert (tmp_path / "resumed" / "checkpoint" / "state.pt").is_file()  # saved at step 2
     assert (tmp_path / "resumed" / "fit.pt").is_file()
     monkeypatch.setattr(distill_lib.LengthSampler, "batch", original_batch)
-    resumed = convert(_config(tiny_bert, texts, tmp_path / "resumed")).metrics["distillation"]
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        result = convert(_config(tiny_bert, texts, tmp_path / "resumed"))
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("convert: reusing the fitted student") for m in said), said
+    assert "convert: resuming distillation from step 2 of 4" in said
+    resumed = result.metrics["distillation"]
     assert [c["step"] for c in resumed] == [1, 2, 3, 4]
     for a, b in zip(resumed, straight):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
@@ -174,6 +182,15 @@ def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts
         "threads": torch.get_num_threads(),
     }
     assert (out / "model" / "config.json").is_file()
+    # without distillation the saved model's scorers are the fit, layer by layer, head by head
+    fit = torch.load(out / "fit.pt", weights_only=True)["fit"]
+    offsets = fit["original"]["offsets"]
+    scorers = [s for _, s in tisa.hf.iter_scorers(AutoModel.from_pretrained(out / "model"))]
+    assert len(scorers) == fit["fitted"].shape[0] == 2
+    for layer, scorer in enumerate(scorers):
+        with torch.no_grad():
+            values = scorer(offsets).double()
+        torch.testing.assert_close(values, fit["fitted"][layer], atol=1e-4, rtol=1e-4)
     with pytest.raises(ValueError, match="steps must be an integer >= 0, got -1"):
         DistillSettings(steps=-1)
 
@@ -189,7 +206,7 @@ def test_positional_scale_compares_the_models_term_with_tisas(converted, tmp_pat
     spec.loader.exec_module(scale)
     _, out = converted
     result = scale.measure(out, start="paper", seed=1, max_offset=16)
-    fit = torch.load(out / "fit.pt", weights_only=False)["fit"]
+    fit = torch.load(out / "fit.pt", weights_only=True)["fit"]
     offsets = fit["original"]["offsets"]
     window = fit["target"][..., offsets.abs() <= 16].double()
     assert [r["layer"] for r in result["layers"]] == [1, 2]
@@ -276,3 +293,65 @@ def test_finished_conversion_names_the_original_and_the_model(converted, tiny_be
     assert finished_conversion(out) == (tiny_bert, out / "model")
     with pytest.raises(FileNotFoundError, match="^where: .*tisa convert"):
         finished_conversion(tmp_path, argument="where")
+
+
+class _Planted:
+    """Unpickling this makes the folder ``marker``: evidence that code from a file ran."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+def test_a_crafted_fit_file_is_refused_without_running_it(tiny_bert, texts, tmp_path, capsys):
+    sanity = tmp_path / "pickle-runs-it"
+    pickle.loads(pickle.dumps(_Planted(str(sanity))))
+    assert sanity.is_dir()  # what a plain torch.load(weights_only=False) would have done
+    marker = tmp_path / "ran"
+    out = tmp_path / "crafted"
+    out.mkdir()
+    torch.save({"settings": {}, "fit": _Planted(str(marker))}, out / "fit.pt")
+    args = ["convert", tiny_bert, "--output-dir", str(out), "--no-progress", "--steps", "0"]
+    args += ["--fit-length", "32", "--fit-blocks", "2", "--eval-texts", "10"]
+    args += ["--train-file", texts[0], "--eval-file", texts[1]]
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("tisa convert: error: ") and "fit.pt: holds Python objects" in last
+    assert not marker.exists()
+    with open(out / "fit.pt", "wb") as fh:  # the legacy pickle format, not a zip archive
+        pickle.dump({"fit": _Planted(str(marker))}, fh)
+    with pytest.raises(ValueError, match="fit.pt: holds Python objects"):
+        convert(_config(tiny_bert, texts, out, distill=DistillSettings(steps=0)))
+    assert not marker.exists()
+
+
+def test_a_crafted_distillation_checkpoint_is_refused_without_running_it(tmp_path):
+    marker = tmp_path / "ran"
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    torch.save({"student": _Planted(str(marker))}, folder / "state.pt")
+    (folder / "curve.json").write_text("[]")
+    with pytest.raises(ValueError, match="state.pt: holds Python objects"):
+        distill_lib._load(folder)
+    assert not marker.exists()
+
+
+def test_a_fit_file_that_cannot_be_reused_is_fitted_again_and_said(tmp_path, caplog):
+    from tisa.convert.convert import _load_fit
+
+    path = tmp_path / "fit.pt"
+    settings = {"model": "m", "num_kernels": 5}
+    torch.save({"settings": settings, "fit": {}}, path)
+    with caplog.at_level("WARNING"):
+        assert _load_fit(path, {**settings, "num_kernels": 3}) is None
+    assert caplog.records[-1].getMessage().endswith("was fitted with other settings; fitting again")
+    path.write_bytes(path.read_bytes()[:-40])  # killed while writing (before it was atomic)
+    with caplog.at_level("WARNING"):
+        assert _load_fit(path, settings) is None
+    assert caplog.records[-1].getMessage().endswith("is damaged (cut short?); fitting again")
+    assert _load_fit(tmp_path / "none.pt", settings) is None

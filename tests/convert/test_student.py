@@ -130,3 +130,35 @@ def test_layer_embeddings_pool_every_layer_in_input_order(tiny_bert):
         torch.testing.assert_close(every[layer, 2], mean_pool(h, enc["attention_mask"])[0])
     with pytest.raises(ValueError, match="texts"):
         layer_embeddings(model, tok, [])
+
+
+def test_each_head_gets_its_own_fitted_kernels(parts, monkeypatch):
+    """After fit_layers, every head's scorer parameters are that head's fitted kernels
+    (layer by layer, head by head, none swapped), and the scorer computes the profile the
+    fit reports."""
+    from tisa.convert import student as student_lib
+
+    model, tok, lines = parts
+    blocks = text_blocks(tok, lines, length=32, count=4)
+    fits, fit_rbf = [], student_lib.fit_rbf
+
+    def recording_fit(*args, **kwargs):
+        fits.append(fit_rbf(*args, **kwargs))
+        return fits[-1]
+
+    monkeypatch.setattr(student_lib, "fit_rbf", recording_fit)
+    student = build_student(model)
+    fit = fit_layers(model, student, blocks, layers="all")
+    scorers = [s for _, s in tisa.hf.iter_scorers(student)]
+    assert len(fits) == len(scorers) == 2
+    offsets = fit.original.offsets
+    for layer, (scorer, kernels) in enumerate(zip(scorers, fits)):
+        assert kernels.amplitude.shape == scorer.amplitude.shape == (4, 5)
+        for head in range(4):
+            for name in ("amplitude", "sharpness", "offset"):
+                got = getattr(scorer, name)[head].detach().double()
+                torch.testing.assert_close(got, getattr(kernels, name)[head], atol=1e-6, rtol=1e-6)
+        values = scorer(offsets).detach().double()  # (H, K)
+        torch.testing.assert_close(values, fit.fitted[layer], atol=1e-4, rtol=1e-4)
+        # distinct heads were fitted to distinct profiles: a swap would show above
+        assert not torch.allclose(values[0], values[1])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -185,6 +187,40 @@ def test_tokenizer_cache_trains_once_per_corpus_and_settings(tmp_path):
     assert other != folder
     assert corpus_fingerprint(lines) != corpus_fingerprint(lines[:-1])
     assert not [p for p in (tmp_path / "tokenizers").iterdir() if p.name.startswith(".")]
+
+
+def test_a_damaged_cached_tokenizer_is_trained_again_and_said(tmp_path, caplog):
+    lines = ptb_lines("valid")[:300]
+    first, folder = cached_wordpiece(
+        lambda: iter(lines), cache_dir=tmp_path, vocab_size=200, show_progress=False
+    )
+    saved = folder / "tokenizer.json"
+    saved.write_bytes(saved.read_bytes()[:1000])  # cut short
+    with caplog.at_level("WARNING"):
+        again, folder_again = cached_wordpiece(
+            lambda: iter(lines), cache_dir=tmp_path, vocab_size=200, show_progress=False
+        )
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("tokenizer cache: ")
+    assert "does not load" in said[0] and said[0].endswith("training it again")
+    assert folder_again == folder and again.get_vocab() == first.get_vocab()
+    assert load_tokenizer(folder).get_vocab() == first.get_vocab()  # repaired for later runs
+    assert not [p for p in (tmp_path / "tokenizers").iterdir() if p.name.startswith(".")]
+
+
+def test_an_unwritable_tokenizer_cache_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("TISA_CACHE_DIR", str(tmp_path / "file" / "cache"))  # below a file
+    with pytest.raises(ValueError, match=r"^TISA_CACHE_DIR: cannot write the tokenizer cache in"):
+        cached_wordpiece(lambda: iter(["a b c"] * 10), vocab_size=50, show_progress=False)
+    with pytest.raises(ValueError, match=r"^cache_dir: cannot write"):
+        cached_wordpiece(lambda: iter(["a b"]), cache_dir=tmp_path / "file", vocab_size=50)
+    if os.geteuid() != 0:  # permissions do not bind root
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        monkeypatch.setenv("TISA_CACHE_DIR", str(locked))
+        with pytest.raises(ValueError, match="Permission denied; set TISA_CACHE_DIR"):
+            cached_wordpiece(lambda: iter(["a b c"] * 10), vocab_size=50, show_progress=False)
 
 
 def test_tokenizer_bad_input(tmp_path):

@@ -341,6 +341,24 @@ def test_custom_csv_classification_is_inferred(tmp_path):
     assert data["validation"]["label"] == [1, 0]
 
 
+def test_label_minus_one_is_a_class_but_said_in_one_line(tmp_path, caplog):
+    """{-1, 0, 1, 5}: four classes, but -1 is GLUE's 'no label', so it is said."""
+    train, dev = tmp_path / "train.csv", tmp_path / "dev.csv"
+    train.write_text("text,label\na,-1\nb,0\nc,1\nd,5\ne,-1\n")
+    dev.write_text("text,label\nf,0\ng,1\n")
+    with caplog.at_level("WARNING", logger="tisa.data.glue"):
+        task, data = load_custom(train, dev, text_columns=["text"], cache_dir=tmp_path / "c")
+    assert task.label_names == ("-1", "0", "1", "5")
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "label -1 on rows 1, 5 is taken as a class" in said[0]
+    assert "'no label'" in said[0]
+    caplog.clear()
+    train.write_text("text,label\na,0\nb,1\n")
+    with caplog.at_level("WARNING", logger="tisa.data.glue"):
+        load_custom(train, dev, text_columns=["text"], cache_dir=tmp_path / "d")
+    assert not caplog.records
+
+
 def test_custom_jsonl_regression_pair_is_inferred(tmp_path):
     rows = [{"a": "x", "b": "y", "score": 0.5}, {"a": "u", "b": "v", "score": 3}]
     for name in ("train.jsonl", "dev.jsonl"):

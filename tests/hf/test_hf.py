@@ -267,6 +267,26 @@ def test_remove_runs_at_twice_the_maximum_length(arch):
         _logits(stock, ids, mask)
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_keep_refuses_inputs_past_its_table_at_the_boundary(arch):
+    """A "keep" model runs up to its table's length; one more is a ValueError that says
+    why and what to do, not an IndexError from inside the embeddings."""
+    model = th.add_tisa(_model(arch), position_embeddings="keep")
+    limit = MAX_POS  # (RoBERTa's table has 2 rows more: its positions start at 2)
+    ids, mask = _batch(length=limit, lengths=(limit, 5))
+    assert torch.isfinite(_logits(model, ids, mask)).all()
+    ids, mask = _batch(length=limit + 1, lengths=(limit + 1, 5))
+    with pytest.raises(ValueError, match=rf"input of {limit + 1} positions.*which has {limit}"):
+        _logits(model, ids, mask)
+    with pytest.raises(ValueError, match=r"position_embeddings='remove' \(or convert"):
+        _logits(model, ids, mask)
+    if arch == "gpt2":  # with a key/value cache the positions go on from the cache
+        with torch.no_grad():
+            out = model(input_ids=ids[:, :limit], use_cache=True)
+            with pytest.raises(ValueError, match=rf"input of {limit + 1} positions"):
+                model(input_ids=ids[:, limit:], cache=out.cache, use_cache=True)
+
+
 def test_gpt2_key_value_cache_matches_full_forward():
     model = th.add_tisa(_model("gpt2"), position_embeddings="remove")
     ids, _ = _batch(length=2 * MAX_POS, lengths=(2 * MAX_POS, 2 * MAX_POS))

@@ -799,3 +799,49 @@ def test_seedwise_parity_pairs_task_and_seed_and_treats_nan_in_both_as_the_same(
     ]
     rows = seedwise_parity(runs, "none", stock)
     assert [(r["seed"], r["identical"]) for r in rows] == [(1, True), (2, False)]
+
+
+@needs_glue
+def test_a_max_length_that_leaves_no_text_is_refused(tiny_model, tmp_path):
+    out = tmp_path / "out"
+    # RTE is a pair: [CLS] a [SEP] b [SEP] needs 5
+    with pytest.raises(ValueError, match=r"max_length: 4 leaves no text in rte: .* at least 5"):
+        run_glue(_rte_config(tiny_model, out, max_length=4))
+    with pytest.raises(ValueError, match=r"max_length: 2 leaves no text in sst2: .* at least 3"):
+        run_glue(_rte_config(tiny_model, out, tasks=("sst2",), max_length=2))
+    assert not out.exists()  # refused before anything was written
+
+
+def test_examples_left_without_text_are_counted_and_said(tiny_model, tmp_path, caplog):
+    from datasets import Dataset, DatasetDict
+    from transformers import AutoTokenizer
+
+    from tisa.data.glue import get_task
+    from tisa.train.glue import _encode
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    config = _rte_config(tiny_model, tmp_path, tasks=("sst2",), max_length=8)
+    sentences = ["the cat sat", "", "a dog", "", "on the mat", "it was"]  # 2 of 6 without text
+    data = DatasetDict(
+        {
+            s: Dataset.from_dict({"sentence": sentences, "label": [0, 1] * 3})
+            for s in ("train", "validation")
+        }
+    )
+    with caplog.at_level("WARNING", logger="tisa.train.glue"):
+        encoded = _encode(config, get_task("sst2"), data, tokenizer)
+    assert "tisa_no_text" not in encoded["train"].column_names
+    said = [r.getMessage() for r in caplog.records]
+    assert "sst2 train: 2 of 6 examples (33%) have no text left at max_length=8" in said[0]
+    pair = DatasetDict(
+        {
+            s: Dataset.from_dict(
+                {"sentence1": ["a b c"] * 20, "sentence2": ["d e"] * 19 + [""], "label": [0] * 20}
+            )
+            for s in ("train", "validation")
+        }
+    )
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tisa.train.glue"):
+        _encode(_rte_config(tiny_model, tmp_path, max_length=8), get_task("rte"), pair, tokenizer)
+    assert not caplog.records  # 1 of 20 (5%): not worth a line

@@ -18,7 +18,7 @@ import pytest
 
 from tests.train.tiny import TINY as TINY_RUN
 from tests.train.tiny import tokenizer_cache  # noqa: F401  (module-wide fixture)
-from tisa.files import read_jsonl
+from tisa.files import LOCK_FILE, read_jsonl
 from tisa.train.pretrain import PretrainConfig, pretrain
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,7 +95,9 @@ def test_resume_on_a_finished_run_does_nothing_and_says_so(finished, capsys, cap
     from tisa.cli import main
 
     def snapshot() -> dict[str, int]:
-        return {str(p): p.stat().st_mtime_ns for p in finished.rglob("*") if p.is_file()}
+        # (the lock file records who holds the folder: rewritten by every run)
+        files = [p for p in finished.rglob("*") if p.is_file() and p.name != LOCK_FILE]
+        return {str(p): p.stat().st_mtime_ns for p in files}
 
     before = snapshot()
     argv = ["pretrain", "--output-dir", str(finished), "--resume", "--max-steps", "6"]

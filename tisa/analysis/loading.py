@@ -7,6 +7,8 @@ once with a message instead of retrying.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -18,7 +20,9 @@ from torch import nn
 
 from tisa.analysis.extract import UnsupportedModelError, supported_message
 
-__all__ = ["KNOWN_MODEL_TYPES", "ModelLoadError", "load_model"]
+__all__ = ["KNOWN_MODEL_TYPES", "ModelLoadError", "load_model", "load_pretrained"]
+
+logger = logging.getLogger(__name__)
 
 #: model_type values of the stock models the analysis supports (TISA models too).
 KNOWN_MODEL_TYPES = frozenset(
@@ -81,6 +85,11 @@ def load_model(
         raise ModelLoadError(f"{name!r}: no such folder, and not a Hugging Face Hub id")
     if path.exists() and not path.is_dir():
         raise ModelLoadError(f"{name!r} is a file; expected a model folder or a Hub id")
+    if path.is_dir() and not (path / "config.json").is_file():
+        if (path / "model" / "config.json").is_file():  # a run folder of tisa pretrain
+            logger.warning("%s is a run folder: loading its final model, %s", name, path / "model")
+            path = path / "model"
+            name = str(path)
     source = str(path) if path.exists() else name
     # Without a route to the Hub, use the cache only: fails at once instead of retrying.
     hub: dict[str, Any] = {} if path.exists() or _hub_reachable() else {"local_files_only": True}
@@ -103,11 +112,8 @@ def load_model(
     kwargs: dict[str, Any] = dict(hub)
     if eager and not is_tisa:
         kwargs["attn_implementation"] = "eager"
-    try:
-        with _quiet_loading():  # a task head's unused weights are expected, not news
-            model = AutoModel.from_pretrained(source, **kwargs)
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(f"cannot load the weights of {name!r} ({_first_line(err)})") from err
+    # a task head's unused weights are expected, not news
+    model = load_pretrained(AutoModel, source, name=name, quiet=True, **kwargs)
     model.eval()
     tok = None
     # A local folder without tokenizer files would give an empty default tokenizer.
@@ -117,6 +123,63 @@ def load_model(
         except (OSError, ValueError, TypeError):
             tok = None
     return model, tok
+
+
+def load_pretrained(
+    auto_class: Any, source: str, *, name: str | None = None, quiet: bool = False, **kwargs: Any
+) -> nn.Module:
+    """``auto_class.from_pretrained(source, **kwargs)``, every way it fails told in one line.
+
+    Weight files of a local folder that are cut short or damaged are found from their
+    headers before loading (:func:`tisa.checkpoints.tensor_file_problems`); weights whose
+    shapes do not match config.json (an edited config, or one of another model) are named
+    as such instead of transformers' load report and ``RuntimeError``.
+
+    Args:
+        auto_class: e.g. ``transformers.AutoModel`` or ``AutoModelForMaskedLM``.
+        source: a local folder or a Hub id.
+        name: what the user called it, for the message (default ``source``).
+        quiet: hide transformers' load report (unused or newly initialised weights).
+        **kwargs: passed to ``from_pretrained``.
+
+    Raises:
+        ModelLoadError: the model cannot be loaded; the message names the file and what to
+            do.
+    """
+    from safetensors import SafetensorError
+
+    from tisa.checkpoints import tensor_file_problems
+
+    name = source if name is None else name
+    path = Path(source).expanduser()
+    if path.is_dir():
+        problems = [p for f in sorted(path.iterdir()) for p in tensor_file_problems(f)]
+        if problems:
+            raise ModelLoadError(
+                f"{name!r}: " + "; ".join(problems) + ": the weights are damaged; copy or "
+                "download the model again"
+            )
+    try:
+        with _quiet_loading() if quiet else contextlib.nullcontext():
+            return auto_class.from_pretrained(source, **kwargs)
+    except SafetensorError as err:
+        raise ModelLoadError(
+            f"{name!r}: a weight file is damaged ({_first_line(err)}); copy or download the "
+            "model again"
+        ) from err
+    except RuntimeError as err:
+        if "mismatch" not in str(err):
+            raise ModelLoadError(
+                f"cannot load the weights of {name!r} ({_first_line(err)})"
+            ) from err
+        weights = [f.name for f in sorted(path.glob("*.safetensors"))] if path.is_dir() else []
+        raise ModelLoadError(
+            f"{name!r}: the weights ({', '.join(weights) or 'model weights'}) do not match "
+            "config.json: tensor shapes differ (a config edited, or one of another model); "
+            "restore the config.json saved with these weights"
+        ) from err
+    except (OSError, ValueError, KeyError) as err:
+        raise ModelLoadError(f"cannot load the weights of {name!r} ({_first_line(err)})") from err
 
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
@@ -141,12 +204,15 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 def _quiet_loading() -> Iterator[None]:
     from transformers.utils import logging as hf_logging
 
-    level = hf_logging.get_verbosity()
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()  # "Loading weights" of a tiny model is no news either
     try:
         yield
     finally:
         hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def _first_line(err: BaseException) -> str:

@@ -24,6 +24,7 @@ through :mod:`tisa.reports.analysis`).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,8 @@ from tisa.analysis.results import (
     PositionEmbeddingResult,
     TisaResult,
 )
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MODEL_NAME", "AnalysisConfig", "analyze", "analyze_config"]
 
@@ -187,7 +190,7 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
 
     from tisa.analysis.training import ti_over_training
     from tisa.checkpoints import list_checkpoints
-    from tisa.files import write_json
+    from tisa.files import RunLock, write_json
     from tisa.provenance import run_metadata
 
     sources, labels = list(config.models), list(config.models)
@@ -202,8 +205,7 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
         else:
             sources = [_default_model()]
             labels = [DEFAULT_MODEL_NAME]
-    out_dir = Path(config.output_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = Path(config.output_dir)  # created only once there is something to write
     _quiet_transformers()
 
     start = time.perf_counter()
@@ -231,13 +233,14 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
         training=training,
         elapsed_s=round(time.perf_counter() - start, 2),
     )
-    files = [
-        write_json(out_dir / "metrics.json", {**result.to_dict(), "provenance": run_metadata()})
-    ]
-    if config.report:
-        from tisa.reports.analysis import write_analysis_report
+    with RunLock(out_dir) as lock:  # one writer at a time
+        lock.acquire()
+        metrics = {**result.to_dict(), "provenance": run_metadata()}
+        files = [write_json(out_dir / "metrics.json", metrics)]
+        if config.report:
+            from tisa.reports.analysis import write_analysis_report
 
-        files += write_analysis_report(result, out_dir)
+            files += write_analysis_report(result, out_dir)
     return dataclasses.replace(result, files=tuple(files))
 
 
@@ -339,6 +342,15 @@ def _analyze_one(
     bar.set_postfix_str(f"{name}: position embeddings")
     embeddings = layer1 = None
     if info["absolute_positions"]:
+        available = extract.num_positions(model)
+        if config.max_positions is not None and config.max_positions > available:
+            logger.warning(
+                "max_positions: %s has %d positions, fewer than %d; using %d",
+                name,
+                available,
+                config.max_positions,
+                available,
+            )
         terms = extract.extract(
             model,
             max_positions=config.max_positions,

@@ -22,7 +22,8 @@ Output folder::
 
     OUTPUT_DIR/
       model/            the converted model and its tokenizer (save_pretrained)
-      fit.pt            the fitted student before distillation (reused on a rerun)
+      fit.pt            the fitted student before distillation (reused on a rerun;
+                        tensors and plain data, read without running any code)
       checkpoint/       the distillation checkpoint while it runs
       metrics.json      every figure below
       report.html       tables and figures
@@ -31,7 +32,9 @@ Output folder::
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+import logging
 import math
 import os
 import shutil
@@ -44,8 +47,11 @@ import torch
 
 from tisa._validate import check_int
 from tisa.convert.distill import DistillSettings
+from tisa.files import RunLock
 
 __all__ = ["ConvertConfig", "ConvertResult", "convert", "finished_conversion"]
+
+logger = logging.getLogger(__name__)
 
 
 def finished_conversion(folder: str | Path, *, argument: str = "convert_dir") -> tuple[str, Path]:
@@ -210,20 +216,29 @@ def _evaluate(original, model, tokenizer, sts, texts) -> dict[str, Any]:
 
 
 def _load_fit(path: Path, settings: dict[str, Any]):
-    """The saved fit of an interrupted conversion with the same settings, else None."""
+    """The saved fit of an interrupted conversion with the same settings, else None (said
+    in one line when there is a file that cannot be reused).
+
+    The file is read as tensors and plain data only (:func:`tisa.checkpoints.load_plain`):
+    one that holds other Python objects is refused unread, with a ``ValueError``.
+    """
+    from tisa.checkpoints import load_plain
     from tisa.convert.profiles import AttentionProfiles
     from tisa.convert.student import LayerFit
 
     if not path.is_file():
         return None
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
-    except (RuntimeError, EOFError, OSError, ValueError):
-        return None  # a truncated file: fit again
-    if saved.get("settings") != settings:
+        saved = load_plain(path)
+    except (RuntimeError, EOFError, OSError):
+        logger.warning("convert: %s is damaged (cut short?); fitting again", path)
+        return None
+    if not isinstance(saved, dict) or saved.get("settings") != settings:
+        logger.warning("convert: %s was fitted with other settings; fitting again", path)
         return None
     raw = saved["fit"]
     saved["fit"] = LayerFit(**{**raw, "original": AttentionProfiles(**raw["original"])})
+    logger.warning("convert: reusing the fitted student of an interrupted run (%s)", path)
     return saved
 
 
@@ -238,6 +253,14 @@ def convert(config: ConvertConfig) -> ConvertResult:
             table, an architecture tisa.hf does not support) or an unusable output folder.
         tisa.analysis.loading.ModelLoadError: ``model`` is not a loadable model.
     """
+    # two conversions into one folder would overwrite each other's fit and checkpoint
+    with RunLock(config.output_dir) as lock:
+        return _convert(config, lock)
+
+
+def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
+    """:func:`convert` holding ``lock`` (:class:`tisa.files.RunLock`), taken at once when
+    the folder exists, else where it is created (after every check)."""
     import tisa.hf
     from tisa.analysis.loading import load_model
     from tisa.convert.distill import LengthSampler, distill
@@ -245,7 +268,7 @@ def convert(config: ConvertConfig) -> ConvertResult:
     from tisa.convert.profiles import text_blocks
     from tisa.convert.student import build_student, fit_layers
     from tisa.data.corpus import ptb_lines
-    from tisa.files import write_json
+    from tisa.files import write_atomic, write_json
     from tisa.provenance import run_metadata
 
     out = Path(config.output_dir)
@@ -278,7 +301,7 @@ def convert(config: ConvertConfig) -> ConvertResult:
     if config.fit_length > limit:
         raise ValueError(f"fit_length: {config.fit_length} exceeds the model's {limit} positions")
     sts = _sts(config.glue_dir, config.max_sts_pairs)
-    out.mkdir(parents=True, exist_ok=True)
+    lock.acquire()  # creates the folder
     train = (
         ptb_lines("train") if config.train_file is None else _lines(config.train_file, "train_file")
     )
@@ -302,6 +325,9 @@ def convert(config: ConvertConfig) -> ConvertResult:
             "fitted": _evaluate(original, student, tokenizer, sts, eval_texts),
         }
         timings["fit_s"] = time.perf_counter() - began
+        # tensors and plain data only (read back with weights_only=True), written
+        # atomically: a run killed while saving leaves no half file
+        buffer = io.BytesIO()
         torch.save(
             {
                 "settings": fit_settings,
@@ -310,8 +336,9 @@ def convert(config: ConvertConfig) -> ConvertResult:
                 "before": before,
                 "timings": dict(timings),
             },
-            fit_path,
+            buffer,
         )
+        write_atomic(fit_path, buffer.getvalue())
     else:
         student.load_state_dict(saved["student"])
         fit, before, timings = saved["fit"], saved["before"], saved["timings"]

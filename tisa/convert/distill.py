@@ -21,6 +21,7 @@ staging folder renamed into place), and :func:`distill` continues from there.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
@@ -34,6 +35,8 @@ from torch import Tensor, nn
 
 from tisa._validate import check_int
 from tisa.files import fsync_folder, fsync_tree
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["DistillSettings", "LengthSampler", "distill", "distillation_loss"]
 
@@ -205,11 +208,13 @@ def _save(
 
 def _load(folder: Path) -> dict | None:
     """The checkpoint in ``folder`` (or its last complete predecessor), None if there is none."""
+    from tisa.checkpoints import load_plain
+
     for candidate in (folder, folder.with_name(folder.name + ".old")):
         state, curve = candidate / "state.pt", candidate / "curve.json"
         if state.is_file() and curve.is_file():
             try:
-                data = torch.load(state, map_location="cpu", weights_only=True)
+                data = load_plain(state)  # a ValueError names a file that is not plain data
                 data["curve"] = json.loads(curve.read_text())
             except (RuntimeError, EOFError, json.JSONDecodeError, OSError) as err:
                 raise ValueError(
@@ -267,6 +272,7 @@ def distill(
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
         start, curve = int(saved["step"]), saved["curve"]
+        logger.warning("convert: resuming distillation from step %d of %d", start, settings.steps)
     # dropout off: the student is fitted to the teacher's deterministic outputs
     student_base.eval()
     bar = tqdm(total=settings.steps, initial=start, desc="distil", disable=not progress)

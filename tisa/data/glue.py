@@ -45,6 +45,8 @@ from tisa.data.glue_tasks import (
     task_score,
 )
 
+logger = logging.getLogger(__name__)
+
 if TYPE_CHECKING:  # datasets is imported lazily: it is slow to import
     from datasets import Dataset, DatasetDict
 
@@ -546,6 +548,14 @@ def load_custom(
             keys = {_label_key(v) for v in train_labels}
             numeric = all(_as_number(k) is not None for k in keys)
             label_names = sorted(keys, key=float) if numeric else sorted(keys)
+            if numeric and "-1" in keys and len(keys) > 1:
+                unlabelled = [i for i, v in enumerate(train_labels) if _label_key(v) == "-1"]
+                logger.warning(
+                    "%s: label -1 on %s is taken as a class of its own; in GLUE files -1 "
+                    "means 'no label' (as on test splits): drop those rows if they have none",
+                    files["train"],
+                    _rows(unlabelled),
+                )
         out_task = custom_task(name, text_columns, label_names)
 
     out = {}

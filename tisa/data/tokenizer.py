@@ -20,6 +20,7 @@ settings and reuses the result from a cache folder (``$TISA_CACHE_DIR``, else
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
@@ -38,6 +39,8 @@ __all__ = [
     "load_tokenizer",
     "train_wordpiece",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: Bumped when the way tokenizers are trained changes (invalidates cached ones).
 _FORMAT = "wordpiece-v1"
@@ -178,7 +181,8 @@ def cached_wordpiece(
     The cache key covers the corpus text (:func:`corpus_fingerprint`) and the training
     settings, so every run on the same corpus with the same settings gets the very same
     tokenizer. A new entry is written to a temporary folder and renamed into place, so
-    concurrent runs never see a half-written one.
+    concurrent runs never see a half-written one; an entry that does not load (a file cut
+    short or edited since) is trained again, with a warning.
 
     Args:
         texts: returns a fresh iterable over the training texts (read twice: for the
@@ -189,6 +193,9 @@ def cached_wordpiece(
 
     Returns:
         (tokenizer, folder it is stored in).
+
+    Raises:
+        ValueError: the cache folder cannot be written (named, with what set it).
     """
     key = hashlib.sha256(
         "|".join(
@@ -198,7 +205,19 @@ def cached_wordpiece(
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     folder = root / "tokenizers" / key
     if (folder / "tokenizer.json").is_file():
-        return load_tokenizer(folder), folder
+        try:
+            return load_tokenizer(folder), folder
+        except Exception as err:  # cut short or edited: every later run would fail on it
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+            logger.warning(
+                "tokenizer cache: %s does not load (%s); training it again", folder, first
+            )
+            _discard(folder)
+    try:  # before training, which can take a while
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=folder.parent))
+    except OSError as err:
+        raise ValueError(_unwritable(root, cache_dir, err)) from None
     tok = train_wordpiece(
         texts(),
         vocab_size=vocab_size,
@@ -208,12 +227,36 @@ def cached_wordpiece(
         length=length,
         show_progress=show_progress,
     )
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=folder.parent))
-    tok.save_pretrained(staging)
+    try:
+        tok.save_pretrained(staging)
+    except OSError as err:  # e.g. a full disk
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ValueError(_unwritable(root, cache_dir, err)) from None
     try:
         os.replace(staging, folder)
     except OSError:  # another process stored it first: use theirs, so that all agree
         shutil.rmtree(staging, ignore_errors=True)
         return load_tokenizer(folder), folder
     return tok, folder
+
+
+def _discard(folder: Path) -> None:
+    """Moves a damaged cache entry out of the way (atomically) and deletes it."""
+    aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}-damaged-", dir=folder.parent))
+    try:
+        os.replace(folder, aside / folder.name)
+    except FileNotFoundError:  # another process moved it first
+        pass
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _unwritable(root: Path, cache_dir: str | os.PathLike[str] | None, err: OSError) -> str:
+    """One line for a tokenizer cache that cannot be written, naming what set it."""
+    reason = err.strerror or str(err)
+    if cache_dir is not None:
+        return f"cache_dir: cannot write the tokenizer cache in {str(root)!r} ({reason})"
+    what = "TISA_CACHE_DIR" if os.environ.get("TISA_CACHE_DIR") else "tokenizer cache"
+    return (
+        f"{what}: cannot write the tokenizer cache in {str(root)!r} ({reason}); set "
+        "TISA_CACHE_DIR to a writable folder"
+    )

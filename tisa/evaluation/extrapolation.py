@@ -424,8 +424,14 @@ def extrapolate_config(config: ExtrapolateConfig) -> ExtrapolationResults:
 
 def write_outputs(results: ExtrapolationResults, output_dir: str | os.PathLike[str]) -> Path:
     """Writes extrapolation.{md,csv,json,png} into ``output_dir``; returns the folder."""
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from tisa.files import RunLock
+
+    with RunLock(output_dir) as lock:  # one writer at a time
+        lock.acquire()
+        return _write_outputs(results, Path(output_dir))
+
+
+def _write_outputs(results: ExtrapolationResults, out: Path) -> Path:
     from tisa.reports.charts import extrapolation_curves
     from tisa.reports.figures import save_figure
 

@@ -288,9 +288,42 @@ class TisaAlbertTransformer(AlbertTransformer):
 
 
 def _pass_scorers(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """Forward pre-hook of a TISA base model: hands its scorers to the attention layers."""
+    """Forward pre-hook of a TISA base model: hands its scorers to the attention layers,
+    after checking that a model that keeps its position table is not asked past it."""
+    _check_length(module, args, kwargs)
     kwargs["tisa_scorers"] = module.tisa_scorers
     return args, kwargs
+
+
+def _check_length(base: nn.Module, args: tuple, kwargs: dict) -> None:
+    """Refuses inputs longer than the position table of a ``"keep"`` model, at the model's
+    boundary (the table lookup would fail with an IndexError deep in the embeddings)."""
+    arch = LAYOUTS.get(base_model_type(base.config))
+    table = None if arch is None else arch.position_table(base)
+    if table is None:  # removed ("remove"), or a family without one
+        return
+    tokens = kwargs.get("input_ids", args[0] if args else None)
+    if tokens is None:
+        tokens = kwargs.get("inputs_embeds")
+    if not isinstance(tokens, Tensor) or tokens.dim() < 2:
+        return
+    first = arch.first_position(base)
+    limit = table.num_embeddings - first
+    positions = kwargs.get("position_ids")
+    if isinstance(positions, Tensor) and positions.numel():
+        length = int(positions.max()) + 1 - first  # rows asked for directly
+    else:
+        length = int(tokens.shape[1])
+        past = kwargs.get("cache", kwargs.get("past_key_values"))
+        if past is not None and hasattr(past, "get_seq_length"):
+            length += int(past.get_seq_length())  # a key/value cache: positions go on
+    if length > limit:
+        raise ValueError(
+            f"input of {length} positions, but this TISA model keeps its absolute position "
+            f"table (position_embeddings='keep'), which has {limit}: it cannot run longer "
+            "inputs. Install TISA with position_embeddings='remove' (or convert the model "
+            "with `tisa convert`) to go past the table"
+        )
 
 
 def install(model: PreTrainedModel, settings: dict[str, Any]) -> None:

@@ -131,9 +131,7 @@ def load_causal_lm(path: str | os.PathLike[str], *, device: str | torch.device =
     from transformers import AutoModelForCausalLM
 
     import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
+    from tisa.analysis.loading import load_pretrained
 
-    try:
-        model = AutoModelForCausalLM.from_pretrained(path)
-    except (OSError, ValueError, KeyError) as err:
-        raise ValueError(f"cannot load a causal LM from {str(path)!r}: {err}") from err
+    model = load_pretrained(AutoModelForCausalLM, str(path))
     return model.to(device).eval()

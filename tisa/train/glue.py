@@ -47,7 +47,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from tisa.data.glue import GlueTask, get_task, load_custom, load_glue
-from tisa.files import json_ready, write_atomic, write_json
+from tisa.files import RunLock, json_ready, write_atomic, write_json
 from tisa.hub import model_source
 from tisa.provenance import run_metadata
 from tisa.train.glue_config import VARIANTS, GlueConfig
@@ -222,13 +222,60 @@ def _encode(
             ds = ds.shuffle(seed=0).select(range(limit))  # the same subset for every run
         parts[split] = ds
 
+    pair = len(task.text_columns) == 2
+    special = tokenizer.num_special_tokens_to_add(pair=pair)
+
     def tokenize(batch: dict[str, list]) -> dict[str, list]:
         texts = [batch[c] for c in task.text_columns]  # one text or a pair
-        return tokenizer(*texts, truncation=True, max_length=config.max_length)
+        out = tokenizer(*texts, truncation=True, max_length=config.max_length)
+        # an example left without text (a segment of a pair included) after truncation
+        if getattr(out, "encodings", None):
+            out[_EMPTY] = [
+                len({i for i in e.sequence_ids if i is not None}) < len(texts)
+                for e in out.encodings
+            ]
+        else:  # a slow tokenizer: count the tokens that are not special
+            out[_EMPTY] = [len(ids) <= special for ids in out["input_ids"]]
+        return out
 
-    return DatasetDict(parts).map(
+    encoded = DatasetDict(parts).map(
         tokenize, batched=True, remove_columns=list(task.text_columns), desc=f"tokenize {task.name}"
     )
+    for split, ds in encoded.items():
+        empty = sum(ds[_EMPTY])
+        if empty > 0.05 * len(ds):
+            logger.warning(
+                "%s %s: %d of %d examples (%.0f%%) have no text left at max_length=%d%s",
+                task.name,
+                split,
+                empty,
+                len(ds),
+                100 * empty / len(ds),
+                config.max_length,
+                "; raise max_length" if pair else " (empty texts in the data?)",
+            )
+    return encoded.remove_columns(_EMPTY)
+
+
+#: Column of the encoded data marking examples without text (removed before training).
+_EMPTY = "tisa_no_text"
+
+
+def _check_room_for_text(
+    config: GlueConfig, tasks: Sequence[GlueTask], tokenizer: PreTrainedTokenizerBase
+) -> None:
+    """max_length must leave at least one text token after the special tokens (one in each
+    segment of a pair): shorter inputs would train on nothing but the special tokens."""
+    for task in tasks:
+        pair = len(task.text_columns) == 2
+        need = tokenizer.num_special_tokens_to_add(pair=pair) + (2 if pair else 1)
+        if config.max_length < need:
+            what = "a sentence pair" if pair else "a sentence"
+            raise ValueError(
+                f"max_length: {config.max_length} leaves no text in {task.name}: the tokenizer "
+                f"adds {need - (2 if pair else 1)} special tokens to {what}; expected at "
+                f"least {need}"
+            )
 
 
 def _build_model(
@@ -450,6 +497,16 @@ def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -
             file or cannot be written).
         FileNotFoundError: missing data (the message says how to get it).
     """
+    # two experiments into one folder would train the same runs twice
+    with RunLock(config.output_dir) as lock:
+        return _run_glue(config, callbacks, lock)
+
+
+def _run_glue(
+    config: GlueConfig, callbacks: Sequence[TrainerCallback], lock: RunLock
+) -> GlueResults:
+    """:func:`run_glue` holding ``lock``, taken at once when the folder exists, else
+    before the first write."""
     from tisa._validate import check_output_dir
 
     check_output_dir(config.output_dir, "output_dir")
@@ -466,6 +523,9 @@ def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -
         data = {t: _load_task(config, t) for t in pending_tasks}
     if pending_tasks:
         tokenizer = _tokenizer(config)
+        _check_room_for_text(config, [data[t][0] for t in pending_tasks], tokenizer)
+        if main:
+            lock.acquire()
         _check_settings(config, write=True)  # every check passed: training starts
 
     files: dict[str, Path] = {}

@@ -452,9 +452,7 @@ def load_masked_lm(path: str, *, device: str | torch.device = "cpu") -> PreTrain
     from transformers import AutoModelForMaskedLM
 
     import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
+    from tisa.analysis.loading import load_pretrained
 
-    try:
-        model = AutoModelForMaskedLM.from_pretrained(path)
-    except (OSError, ValueError, KeyError) as err:
-        raise ValueError(f"cannot load a masked LM from {str(path)!r}: {err}") from err
+    model = load_pretrained(AutoModelForMaskedLM, str(path))
     return model.to(device).eval()

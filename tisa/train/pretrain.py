@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tisa.files import write_json
+from tisa.files import RunLock, write_json
 from tisa.train.pretrain_config import RESUME_KEYS, PretrainConfig
 
 __all__ = ["PretrainConfig", "pretrain", "pretrain_or_reuse"]
@@ -272,6 +272,16 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
         ValueError: bad configuration, a run folder in the way, a corpus too small for
             one batch, or an unreadable tokenizer / corpus.
     """
+    if not isinstance(config, PretrainConfig):
+        raise ValueError(f"config must be a PretrainConfig, got {type(config).__name__}")
+    # two runs into one folder would interleave their checkpoints and metrics
+    with RunLock(config.output_dir) as lock:
+        return _pretrain(config, callbacks, lock)
+
+
+def _pretrain(config: PretrainConfig, callbacks: Sequence[Any], lock: RunLock) -> Path:
+    """:func:`pretrain` holding ``lock`` (:class:`tisa.files.RunLock`), taken at once when
+    the run folder exists, else where it is created."""
     from transformers import TrainerState, set_seed
 
     from tisa._validate import check_output_dir
@@ -289,8 +299,6 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
     )
     from tisa.train.masked_lm import build_model
 
-    if not isinstance(config, PretrainConfig):
-        raise ValueError(f"config must be a PretrainConfig, got {type(config).__name__}")
     run = check_output_dir(config.output_dir, "output_dir")
     done = _finished_step(run) if config.resume is True else None
     if done is not None and done >= config.max_steps:
@@ -311,6 +319,7 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
     args = _training_arguments(config, run)  # sets up the process group under torchrun
     with args.main_process_first(desc="preparing the run folder"):
         if args.process_index == 0:
+            lock.acquire()
             if config.overwrite and run.is_dir():
                 clear_run(run, _RUN_FILES)
             run.mkdir(parents=True, exist_ok=True)
