@@ -591,6 +591,7 @@ def run_demo(config: DemoConfig = DemoConfig()) -> Path:
 
 
 def _run_demo(config: DemoConfig, out: Path) -> Path:
+    """The parts of :func:`run_demo`, in the folder ``out`` it holds."""
     from tisa.reports.html import write_report
 
     summary_rows: list[list] = []

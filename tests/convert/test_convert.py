@@ -355,3 +355,57 @@ def test_a_fit_file_that_cannot_be_reused_is_fitted_again_and_said(tmp_path, cap
         assert _load_fit(path, settings) is None
     assert caplog.records[-1].getMessage().endswith("is damaged (cut short?); fitting again")
     assert _load_fit(tmp_path / "none.pt", settings) is None
+
+
+_KILL_CONVERT = """
+import os, signal, sys
+from tisa.convert import distill
+from tisa.convert.convert import ConvertConfig, convert
+from tisa.convert.distill import DistillSettings
+
+batch = distill.LengthSampler.batch
+
+def dying(self, step):
+    if step == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return batch(self, step)
+
+distill.LengthSampler.batch = dying
+settings = eval(sys.argv[1])
+settings["distill"] = DistillSettings(**settings["distill"])
+convert(ConvertConfig(**settings))
+"""
+
+
+@pytest.mark.slow  # a conversion in a subprocess; the resume itself is in the default tier
+def test_a_killed_conversion_resumes_and_says_so(converted, tiny_bert, texts, tmp_path, caplog):
+    import dataclasses
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "killed"
+    config = _config(tiny_bert, texts, out)
+    settings = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    settings["distill"] = dataclasses.asdict(config.distill)
+    script = tmp_path / "kill.py"
+    script.write_text(_KILL_CONVERT)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, str(script), repr(settings)],
+        env=dict(os.environ, PYTHONPATH=str(root)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert (out / "fit.pt").is_file() and (out / "checkpoint" / "state.pt").is_file()
+    with caplog.at_level("WARNING"):
+        resumed = convert(config).metrics["distillation"]  # the dead run's lock is gone
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("convert: reusing the fitted student") for m in said), said
+    assert "convert: resuming distillation from step 2 of 4" in said
+    straight = converted[0].metrics["distillation"]
+    assert [c["step"] for c in resumed] == [1, 2, 3, 4]
+    for a, b in zip(resumed, straight):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)

@@ -668,6 +668,12 @@ def test_kill_during_a_save_leaves_only_complete_checkpoints_and_resumes(rte_run
     assert "model.safetensors is empty" in caplog.text
     assert resumed["resumed_from"] == "checkpoint-2" and resumed["global_step"] == 4
     assert resumed["metrics"] == finished.runs[0]["metrics"]
+    # the loss over the whole run, as the uninterrupted run has it, and over the part here
+    straight = finished.runs[0]
+    assert straight["resumed_part"] is None
+    assert resumed["train_loss"] == pytest.approx(straight["train_loss"], rel=1e-6)
+    assert resumed["resumed_part"]["steps"] == 2
+    assert resumed["resumed_part"]["train_loss"] != pytest.approx(straight["train_loss"])
     assert not checkpoints.exists()  # removed once the result is written
 
 

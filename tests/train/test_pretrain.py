@@ -20,7 +20,7 @@ from tests.train.tiny import (
 )
 from tisa.checkpoints import latest_checkpoint
 from tisa.cli.args import field_help
-from tisa.files import read_jsonl
+from tisa.files import LOCK_FILE, read_jsonl
 from tisa.train.masked_lm import POSITIONS, load_masked_lm
 from tisa.train.pretrain import PretrainConfig, pretrain, pretrain_or_reuse
 
@@ -183,7 +183,7 @@ _KILL_SCRIPT = textwrap.dedent(
 )
 
 
-def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
+def test_resume_after_kill_matches_uninterrupted_run(tmp_path, caplog):
     settings = dict(TINY, max_steps=8, save_steps=4, eval_steps=4, seed=7)
     straight = tmp_path / "straight"
     pretrain(PretrainConfig(output_dir=str(straight), **settings))
@@ -209,10 +209,25 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path):
     (killed / "checkpoint-7").mkdir()
     (killed / "checkpoint-7" / "config.json").write_text("{}")
 
-    pretrain(PretrainConfig(output_dir=str(killed), resume=True, **settings))
+    # the killed run's lock file is still there, its lock gone with the process
+    assert (killed / LOCK_FILE).read_text().strip() != str(os.getpid())
+    with caplog.at_level("WARNING", logger="tisa.train.pretrain"):
+        pretrain(PretrainConfig(output_dir=str(killed), resume=True, **settings))
+    said = [r.getMessage() for r in caplog.records if r.name == "tisa.train.pretrain"]
+    assert said == [f"resume: continuing from {killed / 'checkpoint-4'} (step 4 of 8)"]
     a = json.loads((straight / "results.json").read_text())
     b = json.loads((killed / "results.json").read_text())
     assert b["resumed_from"] == "checkpoint-4" and a["step"] == b["step"] == 8
+    # time: this process's part, and every part (the first up to its checkpoint at step 4)
+    assert a["train_wall_total_s"] == a["train_wall_s"]
+    part_one = max(
+        r["elapsed_total_s"] for r in read_jsonl(killed / "metrics.jsonl") if r["step"] <= 4
+    )
+    assert b["train_wall_total_s"] == pytest.approx(b["train_wall_s"] + part_one, abs=2e-3)
+    late = [r for r in read_jsonl(killed / "metrics.jsonl") if r["step"] > 4]
+    assert late and all(
+        r["elapsed_total_s"] == pytest.approx(r["elapsed_s"] + part_one, abs=2e-3) for r in late
+    )
     assert b["eval_loss"] == pytest.approx(a["eval_loss"], rel=1e-6)
     assert b["last_train_loss"] == pytest.approx(a["last_train_loss"], rel=1e-6)
     rows_a, rows_b = read_jsonl(straight / "metrics.jsonl"), read_jsonl(killed / "metrics.jsonl")

@@ -432,6 +432,7 @@ def write_outputs(results: ExtrapolationResults, output_dir: str | os.PathLike[s
 
 
 def _write_outputs(results: ExtrapolationResults, out: Path) -> Path:
+    """:func:`write_outputs` into ``out``, held by the caller."""
     from tisa.reports.charts import extrapolation_curves
     from tisa.reports.figures import save_figure
 

@@ -42,8 +42,10 @@ from tisa.files import append_jsonl, read_jsonl, write_atomic
 __all__ = [
     "METRIC_COLUMNS",
     "EpochCallback",
+    "LogAtCheckpoints",
     "MetricsCallback",
     "TranslationInvarianceCallback",
+    "elapsed_before",
     "latest_eval_loss",
     "truncate_after",
 ]
@@ -59,7 +61,17 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "grad_norm",
     "tokens_per_s",
     "elapsed_s",
+    "elapsed_total_s",
 )
+
+
+def elapsed_before(run_dir: str | os.PathLike[str], step: int) -> float:
+    """Seconds of training the run's ``metrics.jsonl`` records up to ``step`` (0.0 when it
+    records none): what a run resumed at ``step`` had spent before, in all its parts."""
+    rows = [r for r in read_jsonl(Path(run_dir) / "metrics.jsonl") if int(r.get("step", 0)) <= step]
+    return max(
+        (float(r.get("elapsed_total_s", r.get("elapsed_s", 0.0))) for r in rows), default=0.0
+    )
 
 
 def truncate_after(run_dir: str | os.PathLike[str], step: int) -> None:
@@ -119,6 +131,16 @@ class EpochCallback(TrainerCallback):
         self.dataset.set_epoch(int(state.epoch or 0))
 
 
+class LogAtCheckpoints(TrainerCallback):
+    """Logs the training loss at every checkpoint step too, so that the loss windows
+    logged up to a checkpoint cover every step before it: a run resumed there can tell
+    its mean loss over all steps from its ``log_history``."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if control.should_save:
+            control.should_log = True
+
+
 class MetricsCallback(TrainerCallback):
     """Writes log events to ``metrics.jsonl`` / ``metrics.csv`` in the run folder.
 
@@ -140,9 +162,12 @@ class MetricsCallback(TrainerCallback):
         self._train_time = 0.0
         self._steps = 0
         self._t0 = time.perf_counter()
+        self._before = 0.0
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._t0 = time.perf_counter()
+        # a resumed run: the time of its earlier parts (their rows up to the checkpoint)
+        self._before = elapsed_before(self.run_dir, state.global_step) if state.global_step else 0.0
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._step_start = time.perf_counter()
@@ -165,8 +190,9 @@ class MetricsCallback(TrainerCallback):
         row: dict[str, Any] = {
             "step": int(state.global_step),
             "epoch": None if state.epoch is None else round(float(state.epoch), 4),
-            "elapsed_s": round(time.perf_counter() - self._t0, 3),
+            "elapsed_s": round(time.perf_counter() - self._t0, 3),  # this process
         }
+        row["elapsed_total_s"] = round(self._before + row["elapsed_s"], 3)  # every part
         for key in ("loss", "eval_loss", "learning_rate", "grad_norm"):
             if key in logs:
                 row[key] = float(logs[key])
@@ -175,7 +201,7 @@ class MetricsCallback(TrainerCallback):
         if "loss" in logs and self._steps and self._train_time > 0:
             row["tokens_per_s"] = round(self._steps * self.tokens_per_step / self._train_time, 1)
             self._steps, self._train_time = 0, 0.0
-        if len(row) <= 3:  # nothing we track (e.g. the final train summary)
+        if len(row) <= 4:  # nothing we track (e.g. the final train summary)
             return
         append_jsonl(self.run_dir / "metrics.jsonl", row)
         csv_path = self.run_dir / "metrics.csv"

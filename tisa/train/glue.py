@@ -374,6 +374,32 @@ def _check_max_length(config: GlueConfig, model_config: PretrainedConfig) -> Non
         )
 
 
+def _run_train_loss(
+    log_history: Sequence[dict[str, Any]], resumed_at: int, part_loss: float, part_steps: int
+) -> float | None:
+    """The mean training loss over every step of a run resumed at step ``resumed_at``.
+
+    The Trainer's own figure covers only the steps of the process that finished the run;
+    the steps before the resume are the loss windows logged up to the checkpoint (each
+    a mean over its steps), which cover all of them when the loss was logged at the
+    checkpoint (:class:`tisa.train.callbacks.LogAtCheckpoints`). None when they do not
+    (a checkpoint of an older run).
+    """
+    if resumed_at == 0:
+        return part_loss
+    done, total = 0, 0.0
+    logged = sorted(
+        (e for e in log_history if "loss" in e and "step" in e), key=lambda e: e["step"]
+    )
+    for entry in logged:
+        if done < entry["step"] <= resumed_at:
+            total += float(entry["loss"]) * (entry["step"] - done)
+            done = entry["step"]
+    if done != resumed_at:
+        return None
+    return (total + part_loss * part_steps) / max(1, resumed_at + part_steps)
+
+
 def _fine_tune(
     config: GlueConfig,
     task: GlueTask,
@@ -387,9 +413,10 @@ def _fine_tune(
     import torch
     from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
 
-    from tisa.checkpoints import AtomicCheckpoints, latest_checkpoint, staging_folder
+    from tisa.checkpoints import AtomicCheckpoints, latest_checkpoint, staging_folder, trainer_step
     from tisa.data.glue import compute_metrics
     from tisa.hf import TisaTrainer, positional_parameters, scoring_movement, scoring_snapshot
+    from tisa.train.callbacks import LogAtCheckpoints
     from tisa.train.precision import resolve_bf16
 
     folder = run_dir(config.output_dir, task.name, variant, seed)
@@ -432,10 +459,13 @@ def _fine_tune(
         train_dataset=encoded["train"],
         data_collator=DataCollatorWithPadding(tokenizer),
         processing_class=tokenizer,
-        callbacks=[AtomicCheckpoints(checkpoints), *callbacks],
+        callbacks=[AtomicCheckpoints(checkpoints), LogAtCheckpoints(), *callbacks],
         **extra,
     )
+    resumed_at = 0 if last is None else trainer_step(last)  # (pruned once a later one is saved)
     train_output = trainer.train(resume_from_checkpoint=None if last is None else str(last))
+    part_steps = int(train_output.global_step) - resumed_at
+    part_loss = float(train_output.training_loss)  # the Trainer's: this process's steps only
 
     predictions, labels, eval_loss = {}, {}, {}
     for split in task.eval_splits:
@@ -459,9 +489,11 @@ def _fine_tune(
         "train_samples": len(encoded["train"]),
         "eval_samples": {s: len(encoded[s]) for s in task.eval_splits},
         "global_step": int(train_output.global_step),
-        "train_loss": float(train_output.training_loss),
-        "train_runtime_s": float(train_output.metrics.get("train_runtime", float("nan"))),
+        # the mean over every step; after a resume, also the part trained here
+        "train_loss": _run_train_loss(trainer.state.log_history, resumed_at, part_loss, part_steps),
+        "train_runtime_s": float(train_output.metrics.get("train_runtime", float("nan"))),  # here
         "resumed_from": None if last is None else last.name,
+        "resumed_part": None if last is None else {"steps": part_steps, "train_loss": part_loss},
         "settings": config.settings(variant),
     }
     del trainer, model

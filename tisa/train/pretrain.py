@@ -295,6 +295,7 @@ def _pretrain(config: PretrainConfig, callbacks: Sequence[Any], lock: RunLock) -
         EpochCallback,
         MetricsCallback,
         TranslationInvarianceCallback,
+        elapsed_before,
         truncate_after,
     )
     from tisa.train.masked_lm import build_model
@@ -429,8 +430,15 @@ def _pretrain(config: PretrainConfig, callbacks: Sequence[Any], lock: RunLock) -
         callbacks=[*trainer_callbacks, *callbacks],
         tisa_learning_rate=config.tisa_learning_rate,
     )
+    before = 0.0
     if checkpoint is not None:
-        logger.info("resuming from %s", checkpoint)
+        before = elapsed_before(run, trainer_step(checkpoint))
+        logger.warning(
+            "resume: continuing from %s (step %d of %d)",
+            checkpoint,
+            trainer_step(checkpoint),
+            config.max_steps,
+        )
     start = time.perf_counter()
     if checkpoint is not None and trainer_step(checkpoint) == config.max_steps:
         # Training ended there but the run stopped before saving its model. The Trainer,
@@ -454,7 +462,8 @@ def _pretrain(config: PretrainConfig, callbacks: Sequence[Any], lock: RunLock) -
                 "eval_loss": eval_loss,
                 "eval_perplexity": math.exp(eval_loss) if eval_loss < 700 else math.inf,
                 "last_train_loss": float(train_losses[-1]) if train_losses else None,
-                "train_wall_s": round(wall, 3),
+                "train_wall_s": round(wall, 3),  # this process; after a resume, its part
+                "train_wall_total_s": round(before + wall, 3),  # every part of the run
                 "resumed_from": checkpoint.name if checkpoint is not None else None,
                 "scoring_movement": scoring_movement(trainer.model, start_scoring),
             },
