@@ -52,7 +52,8 @@ def _length_axis(ax, lengths: Sequence[int], limits: Sequence[int]) -> None:
     ax.set_xticks(list(lengths), [str(n) for n in lengths])
     ax.minorticks_off()
     for limit in sorted(set(limits)):
-        ax.axvline(limit, color="0.5", ls=":", lw=1)
+        if min(lengths) <= limit <= max(lengths):  # a table size inside the range shown
+            ax.axvline(limit, color="0.5", ls=":", lw=1)
     ax.set_xlabel("document length (tokens)")
     ax.grid(alpha=0.3)
 

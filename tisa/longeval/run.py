@@ -181,6 +181,7 @@ def _run_cell(strategy, encoder, cell) -> dict[str, Any]:
     from tisa.longeval.results import retrieval_scores
 
     held: dict[str, Any] = {}
+    strategy.prepare(cell.length)
 
     def documents() -> None:
         start = time.perf_counter()

@@ -135,6 +135,10 @@ class Strategy:
         room = max(1, length - enc.special)
         return self._embed([ids[:room] for ids in enc.content(texts)], length)
 
+    def prepare(self, length: int) -> None:
+        """Makes what ``embed`` at ``length`` needs once (a longer table), so that timing
+        ``embed`` measures reading documents only."""
+
     def _embed(self, content: list[list[int]], length: int) -> Tensor:
         raise NotImplementedError
 
@@ -257,6 +261,10 @@ class _LongerTable(Strategy):
 
     def rows(self, length: int) -> Tensor:
         raise NotImplementedError
+
+    def prepare(self, length: int) -> None:
+        if not self._within(length):
+            self.table(length)
 
     def table(self, length: int) -> Tensor:
         """The (L, E) table used for ``length`` (made once per length)."""
