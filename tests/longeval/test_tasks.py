@@ -66,6 +66,8 @@ def test_passage_is_cut_out_of_its_own_stretch_of_text(tokenizer, text):
             joined = " ".join([*words[max(0, k - 6) : k], query, *words[k : k + 6]])
             assert joined in source
             assert len(tokenizer(query, add_special_tokens=False)["input_ids"]) <= 24
+        for a, b in zip(cell.documents, cell.documents[1:]):  # unused text between them
+            assert " ".join(a.split()[-5:] + b.split()[:5]) not in source
             assert abs((start - 1) - depth * (size - 2)) <= 12  # the cut at the depth
             if depth == 0.0:
                 assert start == 1

@@ -158,7 +158,10 @@ def _settings(config: LongEvalConfig) -> dict[str, Any]:
 
 def _cell_key(config: LongEvalConfig, **where: Any) -> dict[str, Any]:
     """What a cell's result depends on: a saved cell with another key is recomputed."""
+    from tisa.longeval.tasks import VERSION
+
     return where | {
+        "tasks_version": VERSION,
         "candidates": config.candidates,
         "passage_tokens": config.passage_tokens,
         "text_file": config.text_file,

@@ -16,7 +16,8 @@ query's most similar document (cosine) is its own (Acc@1).
   instrument, pet, ...), each document about another person with another value, and the
   query asks for the fact in other words with its answer ("Which instrument does Ada
   Brown play? The cello."). The documents differ only in the needle.
-* **passage**: each document is its own stretch of Penn Treebank text; a passage of
+* **passage**: each document is its own stretch of Penn Treebank text (the stretches
+  follow one another with up to :data:`MAX_GAP` words left out between them); a passage of
   ``passage_tokens`` tokens is cut out of it at the depth, and the passage is the query
   (which document did it come from?). Nothing else is changed, so only the text around
   the cut, which is the document's own topic at that depth, links query and document.
@@ -36,6 +37,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "FILLER",
+    "MAX_GAP",
+    "VERSION",
     "Cell",
     "TextSource",
     "WordTokens",
@@ -43,6 +46,12 @@ __all__ = [
     "needle_facts",
     "passkey_facts",
 ]
+
+#: bumped when the construction changes: saved cells of another version are recomputed
+VERSION = 2
+#: words of unused text between two documents of the passage task (fewer where the text
+#: is short for the cell)
+MAX_GAP = 1000
 
 #: LongEmbed's (and the passkey literature's) filler
 FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
@@ -350,15 +359,19 @@ def _passages(tokenizer, text, rng, length, depth, candidates, passage_tokens):
     if budget < 1:
         raise ValueError(f"lengths: {length} tokens leave no room for text")
     words = text.words
-    need = candidates * (budget + passage_tokens)  # tokens; words hold at least one each
+    need = candidates * (budget + passage_tokens + 16)  # tokens; a word has at least one
     if need > len(words):
         raise ValueError(
             f"text_file: {len(words)} words; the passage task needs at least {need} for "
             f"{candidates} candidates of {length} tokens"
         )
+    # unused text between the documents, so that a passage cut at a document's edge does
+    # not continue into the next document's article
+    gap = min(MAX_GAP, (len(words) - need) // candidates)
     position = rng.randrange(len(words))  # the documents follow one another from here
     docs, queries, spans, sizes = [], [], [], []
     for _ in range(candidates):
+        position += gap
         segment, total = [], 0
         while total < budget + passage_tokens + 8:
             w = words[position % len(words)]  # the text read as a circle
