@@ -22,6 +22,7 @@ WITH_OUTPUT_DIR = {
     "demo": [],
     "extrapolate": ["run-folder"],
     "glue": ["--model", "m"],
+    "longeval": ["model"],
     "pretrain": [],
 }
 

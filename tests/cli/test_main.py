@@ -21,6 +21,7 @@ _REQUIRED = {
     "convert": ["model-folder"],
     "extrapolate": ["run-folder"],
     "glue": ["--model", "m"],
+    "longeval": ["model"],
     "pretrain": ["--output-dir", "out"],
 }
 

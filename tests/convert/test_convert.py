@@ -71,6 +71,14 @@ def test_writes_a_model_that_reloads_and_runs_beyond_the_table(converted, tiny_b
     assert hidden.shape == (1, 200, 16) and torch.isfinite(hidden).all()
     tokenizer = AutoTokenizer.from_pretrained(result.model_dir)
     assert tokenizer.model_max_length > 10**9  # no limit: the model has none
+    # a sentence-transformers folder too, with the original's (default: mean) pooling
+    from tisa.hf.sentence_transformers import read_pooling
+
+    assert read_pooling(result.model_dir).mode == "mean"
+    assert json.loads((result.model_dir / "sentence_bert_config.json").read_text()) == {
+        "max_seq_length": 8192,
+        "do_lower_case": False,
+    }
     assert not (out / "checkpoint").exists()  # removed once the run is finished
 
 

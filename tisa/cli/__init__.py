@@ -61,6 +61,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "tisa.cli.glue",
         "Fine-tune on GLUE tasks (optionally with TISA) over several seeds; median results.",
     ),
+    "longeval": (
+        "tisa.cli.longeval",
+        "Long-document retrieval (passkey, needle, passage) of sentence encoders, by length.",
+    ),
 }
 
 #: What the library raises for input it cannot use: reported as a message, not a traceback.
@@ -116,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(command if command in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
+    args._argv = argv  # the command line, for commands that record it with their results
     if args.command is None:
         parser.print_help()
         return 2

@@ -21,7 +21,9 @@ Pipeline (each step documented in its module):
 Output folder::
 
     OUTPUT_DIR/
-      model/            the converted model and its tokenizer (save_pretrained)
+      model/            the converted model and its tokenizer (save_pretrained), plus the
+                        sentence-transformers files (modules.json, sentence_bert_config.json,
+                        1_Pooling/): ``SentenceTransformer(path)`` after ``import tisa.hf``
       fit.pt            the fitted student before distillation (reused on a rerun;
                         tensors and plain data, read without running any code)
       checkpoint/       the distillation checkpoint while it runs
@@ -378,6 +380,7 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
         tokenizer.save_pretrained(staging)
     finally:
         tokenizer.model_max_length = saved_limit
+    _sentence_transformers_files(staging, config.model, original.config.hidden_size)
     if (out / "model").exists():
         shutil.rmtree(out / "model")
     staging.rename(out / "model")
@@ -420,6 +423,26 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
     report = write_convert_report(out / "report.html", metrics, fit)
     shutil.rmtree(out / "checkpoint", ignore_errors=True)
     return ConvertResult(metrics=metrics, model_dir=out / "model", report=report)
+
+
+#: where sentence-transformers cuts the converted model's inputs (it needs a number; the
+#: model has no limit of its own: raise it with ``model.max_seq_length = N``)
+SENTENCE_TRANSFORMERS_LENGTH = 8192
+
+
+def _sentence_transformers_files(folder: Path, model: str, hidden_size: int) -> None:
+    """The files that make the converted folder a sentence-transformers model, with the
+    original's pooling when it was a sentence-transformers folder (mean pooling else)."""
+    from tisa.hf.sentence_transformers import write_sentence_transformers_files
+    from tisa.hub import model_source
+
+    source = Path(model_source(model)).expanduser()
+    write_sentence_transformers_files(
+        folder,
+        hidden_size=hidden_size,
+        max_seq_length=SENTENCE_TRANSFORMERS_LENGTH,
+        original=source if source.is_dir() else None,
+    )
 
 
 def _lines(path: str, argument: str) -> list[str]:

@@ -12,6 +12,7 @@ state dict).
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any
 
@@ -211,6 +212,25 @@ class TisaModelMixin:
 _MODEL_CLASSES: dict[type, type] = {}
 
 
+def _forward_with_scorers(forward):
+    """``forward`` of a stock class, handing a TISA base model's scorers to its layers.
+
+    The base model's forward pre-hook does that when the model is called; this covers
+    callers that run ``model.forward(...)`` itself, which skips the hooks
+    (sentence-transformers does). The signature stays the stock one (``functools.wraps``):
+    the Trainer and sentence-transformers read it to choose the inputs they pass.
+    """
+
+    @functools.wraps(forward)
+    def wrapped(self, *args: Any, **kwargs: Any):
+        scorers = getattr(self, "tisa_scorers", None)  # only the base model holds them
+        if scorers is not None and "tisa_scorers" not in kwargs:
+            kwargs["tisa_scorers"] = scorers
+        return forward(self, *args, **kwargs)
+
+    return wrapped
+
+
 def tisa_model_class(cls: type[PreTrainedModel]) -> type[PreTrainedModel]:
     """The TISA subclass of a supported transformers model class (created once, cached).
 
@@ -226,7 +246,11 @@ def tisa_model_class(cls: type[PreTrainedModel]) -> type[PreTrainedModel]:
     new = type(
         f"Tisa{cls.__name__}",
         (TisaModelMixin, cls),
-        {"config_class": TISA_CONFIGS[model_type], "__doc__": f"{cls.__name__} with TISA."},
+        {
+            "config_class": TISA_CONFIGS[model_type],
+            "__doc__": f"{cls.__name__} with TISA.",
+            "forward": _forward_with_scorers(cls.forward),
+        },
     )
     if cls.__module__.startswith("transformers."):
         new.__module__ = __name__

@@ -156,6 +156,7 @@ def value_heatmaps(
     row_start: int = 1,
     col_start: int = 1,
     row_names: Sequence[str] | None = None,
+    col_names: Sequence[str] | None = None,
 ) -> Figure:
     """Annotated heatmaps of small tables, e.g. TI per layer (rows) and head (columns).
 
@@ -168,6 +169,7 @@ def value_heatmaps(
         cmap: colour map.
         row_start, col_start: number of the first row / column in tick labels.
         row_names: tick labels for the rows instead of numbers.
+        col_names: tick labels for the columns instead of numbers.
     """
     items = [(t, _np(v)) for t, v in panels.items()]
     for title, v in items:
@@ -184,7 +186,8 @@ def value_heatmaps(
         ax.set_title(title, fontsize=10)
         ax.set_xlabel(col_label, fontsize=9)
         ax.set_ylabel(row_label, fontsize=9)
-        ax.set_xticks(range(v.shape[1]), [str(i + col_start) for i in range(v.shape[1])])
+        cols = col_names or [str(i + col_start) for i in range(v.shape[1])]
+        ax.set_xticks(range(v.shape[1]), list(cols))
         rows = row_names or [str(i + row_start) for i in range(v.shape[0])]
         ax.set_yticks(range(v.shape[0]), list(rows))
         ax.tick_params(labelsize=8)

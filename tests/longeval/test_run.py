@@ -1,0 +1,169 @@
+"""``tisa longeval`` end to end on tiny models: files, resume, scores and bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+import torch
+
+from tisa.cli import main
+from tisa.longeval.config import LongEvalConfig
+from tisa.longeval.results import CSV_COLUMNS, retrieval_scores
+from tisa.longeval.run import _cell_key, _read_cell, cell_path, longeval
+
+SMALL = dict(
+    lengths=(96, 128),
+    depths=(0.0, 1.0),
+    seeds=(0,),
+    candidates=3,
+    passage_tokens=16,
+    progress=False,
+    threads=1,
+)
+
+
+def test_scores_share_ties_and_find_the_right_document():
+    docs = torch.eye(3)
+    assert retrieval_scores(docs, docs) == {"acc1": 1.0, "mrr": 1.0, "ranks": [1.0, 1.0, 1.0]}
+    swapped = retrieval_scores(docs[[1, 0, 2]], docs)
+    # query 0 ranks below document 1 and ties with document 2: ranks 2 and 3 shared
+    assert swapped["acc1"] == pytest.approx(1 / 3) and swapped["ranks"][0] == 2.5
+    same = retrieval_scores(torch.randn(3, 4), torch.ones(3, 4))  # every document alike
+    assert same["acc1"] == pytest.approx(1 / 3) and same["ranks"] == [2.0, 2.0, 2.0]
+    with pytest.raises(ValueError, match="queries, documents"):
+        retrieval_scores(torch.ones(2, 4), torch.ones(3, 4))
+
+
+def test_cli_writes_results_csv_and_report(tiny_bert, tiny_tisa, tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = [
+        "longeval",
+        tiny_bert,
+        tiny_tisa,
+        "--lengths",
+        "96",
+        "--depths",
+        "0",
+        "1",
+        "--seeds",
+        "0",
+        "--candidates",
+        "3",
+        "--tasks",
+        "passkey",
+        "--threads",
+        "1",
+        "--strategies",
+        "truncate",
+        "--no-progress",
+        "--output-dir",
+        str(out),
+    ]
+    assert main(argv) == 0
+    assert "cells: 4 (4 computed, 0 kept)" in capsys.readouterr().out
+    results = json.loads((out / "results.json").read_text())
+    prov = results["provenance"]
+    assert prov["command"] == "tisa " + " ".join(argv) and prov["threads"] == 1
+    assert {"commit", "torch", "cpu", "cpu_count", "transformers"} <= set(prov)
+    assert [m["strategies"] for m in results["models"]] == [["truncate"], ["native"]]
+    cells = results["cells"]
+    assert len(cells) == 4 and all(0 <= c["acc1"] <= 1 for c in cells)
+    assert all(84 <= c["tokens_max"] <= 96 and c["seconds_per_document"] > 0 for c in cells)
+    with open(out / "results.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 4 and tuple(rows[0]) == CSV_COLUMNS
+    assert [r["strategy"] for r in rows] == ["truncate", "truncate", "native", "native"]
+    assert len(results["summary"]) == 2
+    html = (out / "report.html").read_text()
+    assert "Where the evidence sits" in html and "Cost per document" in html
+    assert html.count("data:image/png;base64,") == 3  # accuracy, a heatmap, cost
+
+
+@pytest.mark.slow
+def test_every_task_and_strategy_end_to_end(tiny_bert, tiny_tisa, tmp_path):
+    config = LongEvalConfig(
+        models=(tiny_bert, tiny_tisa),
+        output_dir=str(tmp_path),
+        strategies=("truncate", "chunk", "interpolate", "copy"),
+        **SMALL,
+    )
+    result = longeval(config)
+    cells = result.results["cells"]
+    # 2 lengths x 3 tasks x 2 depths x 1 seed, for 5 (model, strategy) pairs
+    assert result.computed == len(cells) == 60
+    assert all(c["tokens_max"] <= c["length"] and 0 <= c["acc1"] <= 1 for c in cells)
+    html = result.report.read_text()
+    assert html.count("data:image/png;base64,") == 1 + 3 + 1  # accuracy, 3 heatmaps, cost
+
+
+def test_a_rerun_skips_finished_cells(tiny_bert, tmp_path, monkeypatch):
+    from tisa.longeval import report
+
+    # the report is another test's business; drawing it twice would take most of the time
+    monkeypatch.setattr(report, "write_longeval_report", lambda path, results: path)
+    config = LongEvalConfig(
+        models=(tiny_bert,),
+        output_dir=str(tmp_path),
+        tasks=("passkey",),
+        strategies=("chunk",),
+        **SMALL,
+    )
+    first = longeval(config)
+    assert first.computed == 4
+    path = cell_path(tmp_path, tiny_bert, "chunk", "passkey", 128, 1.0, 0)
+    saved = json.loads(path.read_text())
+    saved["acc1"] = 0.123  # a marker: a kept cell is read, not recomputed
+    path.write_text(json.dumps(saved))
+    cell_path(tmp_path, tiny_bert, "chunk", "passkey", 96, 0.0, 0).unlink()  # interrupted
+    again = longeval(config)
+    assert again.computed == 1
+    kept = [c for c in again.results["cells"] if c["length"] == 128 and c["depth"] == 1.0]
+    assert kept[0]["acc1"] == 0.123
+    # a cell saved with other settings is not taken for this one
+    other = LongEvalConfig(**{**config.__dict__, "candidates": 4})
+    where = dict(model=tiny_bert, strategy="chunk", task="passkey", length=128, depth=1.0, seed=0)
+    assert _read_cell(path, _cell_key(config, **where)) is not None
+    assert _read_cell(path, _cell_key(other, **where)) is None
+
+
+def _error(capsys) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    assert lines[0].startswith("tisa longeval: error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--lengths", "0", "128"], "lengths must be an integer >= 1, got 0"),
+        (
+            ["--tasks", "passkey", "poem"],
+            "tasks: expected distinct names from passkey, needle, "
+            "passage; got ['passkey', 'poem'] ('poem' unknown)",
+        ),
+        (["--strategies", "stretch"], "('stretch' unknown)"),
+        (["--depths", "1.5"], "depths: expected numbers in [0, 1], got 1.5"),
+        (["--lengths", "8"], "lengths: 8 tokens cannot hold a needle"),
+        (["--text-file", "nowhere.txt"], "text_file: no such file: 'nowhere.txt'"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_argument(tiny_bert, tmp_path, capsys, extra, message):
+    out = tmp_path / "out"
+    assert main(["longeval", tiny_bert, "--output-dir", str(out), "--no-progress", *extra]) == 2
+    assert message in _error(capsys)
+    assert not out.exists()  # nothing written
+
+
+def test_bad_models_and_folders(tiny_bert, tmp_path, capsys):
+    taken = tmp_path / "file"
+    taken.write_text("x")
+    assert main(["longeval", tiny_bert, "--output-dir", str(taken)]) == 2
+    assert "--output-dir: " in _error(capsys)
+    assert main(["longeval", str(tmp_path / "none"), "--output-dir", str(tmp_path / "o")]) == 2
+    assert "models: " in (err := _error(capsys)) and "no such folder" in err
+    with pytest.raises(ValueError, match="models: each model once"):
+        LongEvalConfig(models=(tiny_bert, tiny_bert))
