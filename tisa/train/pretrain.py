@@ -287,7 +287,7 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
         TranslationInvarianceCallback,
         truncate_after,
     )
-    from tisa.train.masked_lm import build_model
+    from tisa.train.masked_lm import build_model, scoring_family
 
     if not isinstance(config, PretrainConfig):
         raise ValueError(f"config must be a PretrainConfig, got {type(config).__name__}")
@@ -368,6 +368,11 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
 
     set_seed(config.seed)
     absolute = config.position in ("absolute", "absolute+tisa")
+    scoring_options = config.scoring_options_dict()
+    if scoring_family(config.position) == "fire":
+        # FIRE's threshold starts at the training length: the normalised distances of
+        # training then span [0, 1], the range that longer inputs are mapped into
+        scoring_options.setdefault("init_threshold", float(config.seq_len))
     model = build_model(
         arch=config.arch,
         size=config.size,
@@ -378,7 +383,7 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
         else max(config.max_positions, config.seq_len),
         pad_token_id=tokenizer.pad_token_id,
         num_kernels=config.num_kernels,
-        scoring_options=config.scoring_options_dict(),
+        scoring_options=scoring_options,
         attn_implementation=config.attn_implementation,
         bos_token_id=tokenizer.cls_token_id,
         eos_token_id=tokenizer.sep_token_id,
