@@ -191,3 +191,39 @@ def test_pretrain_fire_starts_its_threshold_at_the_training_length(tmp_path, mon
     model = load_causal_lm(run / "model")
     scorers = [s for _, s in iter_scorers(model)]
     assert {(s.normalizer, s.init_threshold) for s in scorers} == {("query", 16.0)}
+
+
+@pytest.mark.parametrize(
+    "family",
+    ["rbf", "t5", "kerple_log", "free", "rbf_linear", "rbf_log", "rbf_logdist", "alibi_learned"]
+    + ["fire"],
+)
+def test_the_positional_rate_group_holds_exactly_the_familys_parameters(family):
+    """tisa_learning_rate applies to every family's learned positional parameters."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    import tisa.hf as th
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=24,
+        max_position_embeddings=32,
+    )
+    model = th.add_tisa(BertForMaskedLM(config), scoring=family)
+    scorers = [s for _, s in th.iter_scorers(model)]
+    own = {id(p) for s in scorers for p in s.parameters()}
+    assert own and all(s.family == family for s in scorers)
+    groups = {
+        g["name"]: g
+        for g in th.parameter_groups(model, learning_rate=1e-4, tisa_learning_rate=2e-2)
+    }
+    assert {id(p) for p in groups["tisa"]["params"]} == own
+    assert groups["tisa"]["lr"] == 2e-2 and groups["tisa"]["weight_decay"] == 0.0
+    others = [p for k, g in groups.items() if k != "tisa" for p in g["params"]]
+    assert not any(id(p) in own for p in others)
+    counted = th.positional_parameters(model)["tisa"]
+    assert counted == sum(p.numel() for p in groups["tisa"]["params"])
