@@ -67,7 +67,7 @@ class ExtrapolationRow:
         loss: mean cross-entropy (nats) over the masked tokens (masked LM) or over the
             next-token predictions (causal LM), None unless ok.
         perplexity: exp(loss), None unless ok.
-        blocks: blocks scored.
+        blocks: blocks scored (windows, for a causal LM with a stride).
         masked_tokens: tokens scored (masked positions, or next-token predictions).
         reason: why n/a or error.
     """
