@@ -30,6 +30,20 @@ and the learned f_h of every scoring run drawn out to the longest length).
 
 ``--train-only`` trains the runs it is given and stops: start two of these on disjoint
 runs (one thread each), then one run without it for the evaluation and the summary.
+
+Equal tuning, ``--positional-lr-sweep RATE ...``: every run of ``--positions`` whose scheme
+has learned positional parameters (TISA kernels, tails, T5 buckets, KERPLE, FIRE's MLP,
+learned ALiBi slopes, ...) is trained once per rate, with ``tisa_learning_rate`` set to it
+(folders ``LABEL-plrRATE``); schemes without positional parameters are trained once. The
+rate of each run is chosen on its validation loss at the training length (the end of
+training), and ``lr_sweep.json`` / ``lr_sweep.md`` record every candidate, the choice and
+the ``--positions`` spec that trains it::
+
+    python benchmarks/position_schemes.py --output-dir runs/plr-sweep --max-steps 1000 \
+        --positional-lr-sweep 5e-4 3e-3 1e-2 3e-2 1e-1 --positions tisa t5 kerple_log fire
+
+With ``--train-only`` it trains and stops (several can share the work); without it, it
+also writes the selection (a sweep never runs the test-set evaluation).
 """
 
 from __future__ import annotations
@@ -144,6 +158,15 @@ def main(argv: list[str] | None = None) -> int:
         help="bfloat16 autocast (default: where the machine computes it natively)",
     )
     parser.add_argument("--train-only", action="store_true")
+    parser.add_argument(
+        "--positional-lr-sweep",
+        type=float,
+        nargs="+",
+        default=None,
+        metavar="RATE",
+        help="train each run with learned positional parameters at each of these "
+        "positional learning rates and choose one on validation loss (lr_sweep.json)",
+    )
     args = parser.parse_args(argv)
 
     from tisa.checkpoints import run_status
@@ -156,6 +179,12 @@ def main(argv: list[str] | None = None) -> int:
     labels = [s.label for s in specs]
     if len(set(labels)) != len(labels):
         raise SystemExit(f"--positions: labels must be distinct, got {labels}")
+    sweep: dict[str, dict[float, str]] = {}
+    if args.positional_lr_sweep is not None:
+        try:
+            specs, sweep = sweep_specs(specs, args.positional_lr_sweep, args.tisa_learning_rate)
+        except ValueError as err:
+            raise SystemExit(str(err)) from err
 
     runs: dict[str, Path] = {}
     for spec in specs:
@@ -195,6 +224,15 @@ def main(argv: list[str] | None = None) -> int:
 
     from tisa.files import write_atomic, write_json
 
+    if args.positional_lr_sweep is not None:
+        selection = select_rates(runs, sweep, specs)
+        selection["settings"] = vars(args) | {"output_dir": _shown(args.output_dir)}
+        write_json(args.output_dir / "lr_sweep.json", selection)
+        md = _sweep_markdown(selection)
+        write_atomic(args.output_dir / "lr_sweep.md", md)
+        print(md)
+        return 0
+
     summary = _summarise(runs, args)
     from tisa.provenance import run_metadata
 
@@ -205,6 +243,140 @@ def main(argv: list[str] | None = None) -> int:
     print(md)
     print(f"report: {report}")
     return 0
+
+
+# ------------------------------------------------------------------ positional lr sweep
+
+
+def has_positional_parameters(spec: RunSpec) -> bool:
+    """Whether the run's scheme has learned positional scoring parameters.
+
+    Raises:
+        ValueError: an unknown scheme or a scoring option its family does not take.
+    """
+    from tisa.hf.settings import takes_num_kernels
+    from tisa.scoring import build
+    from tisa.train.masked_lm import scoring_family
+    from tisa.train.pretrain_config import parse_options
+
+    family = scoring_family(spec.position)
+    if family is None:
+        return False
+    options = parse_options(spec.scoring_options, f"--positions {spec.label}")
+    if takes_num_kernels(family):
+        options.setdefault("num_kernels", spec.settings.get("num_kernels", 5))
+    return build(family, num_heads=2, **options).num_positional_parameters() > 0
+
+
+def sweep_specs(
+    specs: list[RunSpec], rates: list[float], tisa_learning_rate: float | None
+) -> tuple[list[RunSpec], dict[str, dict[float, str]]]:
+    """The runs of a positional learning-rate sweep.
+
+    Returns:
+        (runs to train, {sweep label: {rate: run label}}): a run with learned positional
+        parameters becomes one run per rate (``LABEL-plrRATE``, ``tisa_learning_rate`` set);
+        the others stay as they are.
+
+    Raises:
+        ValueError: no rates, a rate that is not positive or given twice, a global
+            ``--tisa-learning-rate``, or a run that fixes its own ``tisa_learning_rate``.
+    """
+    if not rates or any(not r > 0 for r in rates) or len(set(rates)) != len(rates):
+        raise ValueError(f"--positional-lr-sweep: distinct rates > 0 expected, got {rates}")
+    if tisa_learning_rate is not None:
+        raise ValueError("--positional-lr-sweep chooses the rate: leave out --tisa-learning-rate")
+    out: list[RunSpec] = []
+    plan: dict[str, dict[float, str]] = {}
+    for spec in specs:
+        if not has_positional_parameters(spec):
+            out.append(spec)
+            continue
+        if "tisa_learning_rate" in spec.settings:
+            raise ValueError(
+                f"--positions {spec.label}: its tisa_learning_rate is what the sweep chooses"
+            )
+        plan[spec.label] = {}
+        for rate in rates:
+            label = f"{spec.label}-plr{rate:g}"
+            settings = dict(spec.settings, tisa_learning_rate=rate)
+            out.append(RunSpec(label, spec.position, settings, spec.scoring_options))
+            plan[spec.label][rate] = label
+    return out, plan
+
+
+def _spec_text(spec: RunSpec, rate: float) -> str:
+    items = [
+        f"{k}={_setting_text(v)}" for k, v in spec.settings.items() if k != "tisa_learning_rate"
+    ]
+    items += list(spec.scoring_options) + [f"tisa_learning_rate={rate:g}"]
+    return ":".join([f"{spec.label}={spec.position}", *items])
+
+
+def _setting_text(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def select_rates(
+    runs: dict[str, Path], plan: dict[str, dict[float, str]], specs: list[RunSpec]
+) -> dict[str, Any]:
+    """The positional rate of each swept run: the lowest final validation loss.
+
+    Validation is at the training length (``eval_loss`` in each run's results.json);
+    ties go to the smaller rate.
+
+    Returns:
+        ``{"rates": [...], "runs": {label: {"position", "candidates": {rate: loss},
+        "chosen", "chosen_run", "spec"}}, "fixed": {label: loss}}`` (``fixed``: the runs
+        without positional parameters, trained once).
+    """
+    by_label = {s.label: s for s in specs}
+    swept = {label for rates in plan.values() for label in rates.values()}
+
+    def loss(label: str) -> float | None:
+        done = json.loads((runs[label] / "results.json").read_text())
+        value = done.get("eval_loss")
+        return None if value is None else float(value)
+
+    out: dict[str, Any] = {"rates": sorted({r for v in plan.values() for r in v}), "runs": {}}
+    for base, rates in plan.items():
+        candidates = {rate: loss(label) for rate, label in sorted(rates.items())}
+        scored = [(v, r) for r, v in candidates.items() if v is not None]
+        chosen = min(scored)[1] if scored else None
+        spec = by_label[rates[chosen]] if chosen is not None else None
+        out["runs"][base] = {
+            "position": by_label[next(iter(rates.values()))].position,
+            "candidates": {f"{r:g}": v for r, v in candidates.items()},
+            "chosen": chosen,
+            "chosen_run": None if chosen is None else rates[chosen],
+            "spec": None
+            if spec is None
+            else _spec_text(dataclasses.replace(spec, label=base), chosen),
+        }
+    out["fixed"] = {label: loss(label) for label in runs if label not in swept}
+    return out
+
+
+def _sweep_markdown(selection: dict[str, Any]) -> str:
+    rates = [f"{r:g}" for r in selection["rates"]]
+    lines = [
+        "Positional learning rate per run: validation loss at the training length "
+        "(end of training) at each rate; the lowest is chosen.",
+        "",
+        "| run | position | " + " | ".join(rates) + " | chosen |",
+        "|---|---|" + "---:|" * len(rates) + "---:|",
+    ]
+    for label, r in selection["runs"].items():
+        cells = [_fmt(r["candidates"].get(rate)) for rate in rates]
+        chosen = "" if r["chosen"] is None else f"{r['chosen']:g}"
+        lines.append(f"| {label} | {r['position']} | " + " | ".join(cells) + f" | {chosen} |")
+    if selection["fixed"]:
+        lines += ["", "Without positional parameters (trained once):", ""]
+        lines += [f"- {label}: {_fmt(v)}" for label, v in selection["fixed"].items()]
+    specs = [r["spec"] for r in selection["runs"].values() if r["spec"]]
+    if specs:
+        lines += ["", "The chosen runs, as `--positions` specs:", "", "    " + " ".join(specs)]
+    return "\n".join(lines) + "\n"
 
 
 # ----------------------------------------------------------------------------- summary

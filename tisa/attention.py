@@ -3,7 +3,11 @@
     out = softmax(q k^T * scale + F + M) v,     F[h, i, j] = f_h(j - i)
 
 where F is a Toeplitz bias from a positional scoring function (see :mod:`tisa.scoring`,
-:mod:`tisa.bias`) and M the padding / causal mask.
+:mod:`tisa.bias`) and M the padding / causal mask. A scoring function that is not
+translation invariant (``translation_invariant = False``: FIRE's query normaliser) gives
+its whole (H, Lq, Lk) bias instead (:meth:`~tisa.scoring.ScoringFunction.position_bias`),
+which is added to M: the backends then see a float mask (trainable: ``"auto"`` picks
+``"eager"`` for training).
 
 Letters: B batch, H heads, Lq queries, Lk keys, D head size, N = Lq + Lk - 1 offsets,
 R query rows of a block.
@@ -195,12 +199,26 @@ def _prepare(q, k, v, bias, mask, dropout_p, scale):
     _check_qkv(q, k, v)
     b, h, lq, d = q.shape
     lk = k.shape[-2]
-    tab = _as_table(bias, h, lq, lk, q)
     mask = _check_mask(mask, q, b, h, lq, lk)
+    if isinstance(bias, ScoringFunction) and not bias.translation_invariant:
+        # a bias that depends on the query position (FIRE): no table, the dense bias is
+        # added to the mask, which every backend adds to the logits
+        mask = _with_position_bias(bias, mask, q, h, lq, lk)
+        bias = None
+    tab = _as_table(bias, h, lq, lk, q)
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     return tab, mask, scale
+
+
+def _with_position_bias(scorer: ScoringFunction, mask, q: Tensor, h: int, lq: int, lk: int):
+    """``mask`` (checked, or None) plus the scorer's dense (H, Lq, Lk) bias, as a float mask."""
+    if scorer.num_heads != h:
+        raise ValueError(f"bias: scoring function has {scorer.num_heads} heads, q has {h} heads")
+    dense = scorer.position_bias(lq, lk).to(device=q.device, dtype=q.dtype)[None]  # (1, H, Lq, Lk)
+    add = _additive(mask, q.dtype)
+    return dense if add is None else add + dense
 
 
 def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:

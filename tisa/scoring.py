@@ -20,6 +20,10 @@ Families
 ``rbf_log``      RBF kernels plus a learned KERPLE-log tail: rbf_h(k) - r1_h log(1 + r2_h |k|)
 ``rbf_logdist``  RBF kernels on the log-distance axis psi(k) = sign(k) log(1 + |k|/w),
                  plus a tail (log by default)
+``alibi_learned`` ALiBi with learned slopes -m_h |k|, m_h >= 0 (ALiBi's at the start)
+``fire``         FIRE: an MLP of log(c|k| + 1) over a log normaliser; the paper's
+                 normaliser depends on the query position (not translation invariant),
+                 ours (``normalizer="length"``) on a learned length only
 
 The last three exist for length extrapolation. RBF kernels are local bumps that vanish far
 away, so beyond the kernels every key gets the same bias; at lengths beyond training a
@@ -40,6 +44,7 @@ Names resolve through :data:`REGISTRY` (see :func:`build`), so configs hold plai
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 import numbers
 from typing import Any
@@ -62,6 +67,9 @@ __all__ = [
     "RBFLinearScoring",
     "RBFLogScoring",
     "RBFLogDistScoring",
+    "ALiBiLearnedScoring",
+    "FIREScoring",
+    "FIRE_NORMALIZERS",
     "alibi_slopes",
     "build",
     "far_ramp",
@@ -121,6 +129,10 @@ class ScoringFunction(nn.Module):
     family: str = ""
     #: True when f_h(k) depends on the sign of k only through |k| (symmetric functions).
     symmetric: bool = False
+    #: False for a bias that depends on the query's position too, not on k = j - i alone
+    #: (FIRE's query normaliser): such a family implements :meth:`position_bias`, and the
+    #: attention code adds that whole (H, Lq, Lk) bias instead of expanding a table.
+    translation_invariant: bool = True
 
     def __init__(self, *, num_heads: int) -> None:
         super().__init__()
@@ -150,6 +162,19 @@ class ScoringFunction(nn.Module):
     def config(self) -> dict[str, Any]:
         """Plain-data description: ``build(**scorer.config())`` rebuilds the module."""
         return {"name": self.family, "num_heads": self.num_heads}
+
+    def position_bias(self, lq: int, lk: int) -> Tensor:
+        """The dense bias of queries at positions Lk - Lq .. Lk - 1 on keys 0 .. Lk - 1.
+
+        Returns:
+            (H, Lq, Lk); for a translation-invariant family the Toeplitz matrix
+            f_h(j - i). Families whose bias depends on the query position override this.
+        """
+        reference = next(itertools.chain(self.parameters(), self.buffers()), None)
+        device = None if reference is None else reference.device
+        i = torch.arange(lk - lq, lk, device=device)[:, None]  # (Lq, 1)
+        j = torch.arange(lk, device=device)[None, :]  # (1, Lk)
+        return self(j - i)  # (H, Lq, Lk)
 
     def num_positional_parameters(self) -> int:
         """Number of learned positional parameters (fixed buffers do not count)."""
@@ -913,3 +938,167 @@ class RBFLogDistScoring(RBFTailScoring):
         if self.tail_kind != "none":
             out.update(super()._tail_config())
         return out
+
+
+@register("alibi_learned")
+class ALiBiLearnedScoring(ScoringFunction):
+    """ALiBi with learned slopes: f_h(k) = -m_h * |k|, m_h = softplus(w_h) >= 0.
+
+    Starts from ALiBi's geometric slopes (times ``slope_scale``), so at initialisation it is
+    ``alibi`` (to float rounding); then each head learns its own slope. Parameters:
+    ``raw_slope`` (H,), H per layer. The same as ``rbf_linear`` without kernels.
+
+    Args:
+        num_heads: heads H.
+        slope_scale: starting slopes are ``slope_scale`` times ALiBi's (> 0).
+    """
+
+    symmetric = True
+
+    def __init__(self, *, num_heads: int, slope_scale: float = 1.0) -> None:
+        super().__init__(num_heads=num_heads)
+        self.slope_scale = _check_number(slope_scale, "slope_scale", minimum=0, strict=True)
+        self.raw_slope = nn.Parameter(torch.empty(self.num_heads))
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        slopes = self.slope_scale * alibi_slopes(self.num_heads).double()
+        self.raw_slope.copy_(_softplus_inverse(slopes))
+
+    def slopes(self) -> Tensor:
+        """The effective slopes m_h = softplus(raw_slope): (H,)."""
+        return nn.functional.softplus(self.raw_slope)
+
+    def score(self, offsets: Tensor) -> Tensor:
+        dtype = _compute_dtype(self.raw_slope.dtype)
+        m = nn.functional.softplus(self.raw_slope.to(dtype))[:, None]  # (H, 1)
+        return (-m * offsets.abs().to(dtype)[None, :]).to(self.raw_slope.dtype)  # (H, N)
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "slope_scale": self.slope_scale}
+
+
+#: FIRE's normalisers: the paper's query position (causal), or a learned length (ours).
+FIRE_NORMALIZERS: tuple[str, ...] = ("query", "length")
+
+
+@register("fire")
+class FIREScoring(ScoringFunction):
+    """FIRE (Li et al., ICLR 2024): an MLP of the log distance over a log normaliser.
+
+    The paper's bias from query position i to key position j <= i (causal) is
+
+        b_h(i, j) = MLP_h( psi(i - j) / psi(max(L, i)) ),   psi(x) = log(c x + 1)
+
+    with learned c > 0 and threshold L, and one small MLP (1 -> ``mlp_width`` -> H, ReLU)
+    shared by the positions, one output per head. Following the paper's code, c enters as
+    |c|, L as |l_multiplier * init_threshold| with a learned multiplier (starting at 1),
+    and ``eps`` is added to the normaliser.
+
+    Two normalisers (``normalizer``):
+
+    ``"query"``   the paper's: psi(max(L, i)) with i the query's position. The bias then
+                  depends on the query's position, not only on k = j - i, so it is *not*
+                  translation invariant beyond the threshold: :attr:`translation_invariant`
+                  is False and the attention code asks :meth:`position_bias` for the whole
+                  (H, Lq, Lk) bias. Keys after the query (k > 0, a bidirectional model) get
+                  the value of |k|. :meth:`score` (f of k alone, what tables and plots read)
+                  is the bias of every query at a position up to the threshold, where the
+                  normaliser is psi(L).
+    ``"length"``  ours, for bidirectional (masked) LMs: the normaliser is psi(L) for every
+                  query, L the learned threshold (start it at the training length), and the
+                  input keeps the direction, sign(k) psi(|k|) / psi(L): a function of k
+                  alone, translation invariant (Toeplitz), that goes through the offset
+                  table like every other family. Beyond the training length its MLP sees
+                  inputs above 1, outside what it was trained on.
+
+    Parameters: the MLP's 2 * mlp_width + mlp_width * H + H, plus c and the threshold
+    multiplier (shared by the heads).
+
+    Args:
+        num_heads: heads H.
+        mlp_width: hidden units of the MLP (the paper: 32).
+        init_c: starting c (> 0; the paper's code: 0.1).
+        init_threshold: L at the start, in tokens (> 0; the paper's code: 512).
+        normalizer: ``"query"`` (the paper's, causal) or ``"length"`` (translation invariant).
+        eps: added to the normaliser (> 0).
+    """
+
+    symmetric = False
+
+    def __init__(
+        self,
+        *,
+        num_heads: int,
+        mlp_width: int = 32,
+        init_c: float = 0.1,
+        init_threshold: float = 512.0,
+        normalizer: str = "query",
+        eps: float = 1e-6,
+    ) -> None:
+        super().__init__(num_heads=num_heads)
+        self.mlp_width = check_int(mlp_width, "mlp_width")
+        self.init_c = _check_number(init_c, "init_c", minimum=0, strict=True)
+        self.init_threshold = _check_number(
+            init_threshold, "init_threshold", minimum=0, strict=True
+        )
+        if normalizer not in FIRE_NORMALIZERS:
+            raise ValueError(f"normalizer must be one of {FIRE_NORMALIZERS}, got {normalizer!r}")
+        self.normalizer = normalizer
+        self.eps = _check_number(eps, "eps", minimum=0, strict=True)
+        self.mlp = nn.Sequential(
+            nn.Linear(1, self.mlp_width), nn.ReLU(), nn.Linear(self.mlp_width, self.num_heads)
+        )
+        self.c = nn.Parameter(torch.tensor(self.init_c))
+        self.l_multiplier = nn.Parameter(torch.tensor(1.0))
+
+    @property
+    def translation_invariant(self) -> bool:  # type: ignore[override]
+        """False for the paper's query normaliser: see :meth:`position_bias`."""
+        return self.normalizer == "length"
+
+    def threshold(self) -> Tensor:
+        """The threshold L in tokens: a 0-d tensor."""
+        return (self.l_multiplier * self.init_threshold).abs()
+
+    def _psi(self, x: Tensor) -> Tensor:
+        return torch.log(self.c.to(x.dtype).abs() * x + 1.0)
+
+    def _mlp(self, u: Tensor) -> Tensor:
+        """(*,) normalised distances -> (H, *) biases."""
+        w = self.mlp[0].weight.dtype
+        out = self.mlp(u.to(w)[..., None])  # (*, H)
+        return out.movedim(-1, 0)
+
+    def score(self, offsets: Tensor) -> Tensor:
+        k = offsets.to(_compute_dtype(self.c.dtype))  # (N,)
+        normaliser = self._psi(self.threshold().to(k.dtype)) + self.eps
+        u = self._psi(k.abs()) / normaliser  # (N,)
+        if self.normalizer == "length":
+            u = torch.sign(k) * u
+        return self._mlp(u)  # (H, N)
+
+    def position_bias(self, lq: int, lk: int) -> Tensor:
+        """The bias of queries at positions Lk - Lq .. Lk - 1 on keys 0 .. Lk - 1: (H, Lq, Lk).
+
+        With the ``"length"`` normaliser this is the Toeplitz expansion of :meth:`score`.
+        """
+        device = self.c.device
+        dtype = _compute_dtype(self.c.dtype)
+        i = torch.arange(lk - lq, lk, device=device, dtype=dtype)[:, None]  # (Lq, 1)
+        j = torch.arange(lk, device=device, dtype=dtype)[None, :]  # (1, Lk)
+        if self.normalizer == "length":
+            return self.score((j - i).long())
+        normaliser = self._psi(torch.maximum(i, self.threshold().to(dtype))) + self.eps  # (Lq, 1)
+        return self._mlp(self._psi((i - j).abs()) / normaliser)  # (H, Lq, Lk)
+
+    def config(self) -> dict[str, Any]:
+        return {
+            **super().config(),
+            "mlp_width": self.mlp_width,
+            "init_c": self.init_c,
+            "init_threshold": self.init_threshold,
+            "normalizer": self.normalizer,
+            "eps": self.eps,
+        }

@@ -6,6 +6,7 @@ import csv
 import json
 import math
 
+import numpy as np
 import pytest
 
 from tisa.evaluation.extrapolation import ExtrapolateConfig, extrapolate, resolve_run
@@ -61,6 +62,8 @@ def test_absolute_is_na_beyond_its_table_and_tisa_extrapolates(runs):
     # one masking seed for all runs: same tokenizer -> the very same masked positions
     assert (a16.masked_tokens, a16.blocks) == (t16.masked_tokens, t16.blocks)
     assert a16.blocks == 2048 // 14 and t64.blocks == 2048 // 62
+    # masks are per token of the text: every length scores the same masked tokens
+    assert a16.masked_tokens == a32.masked_tokens == t32.masked_tokens == t64.masked_tokens
     assert not results.has_errors
 
     table = (out / "extrapolation.md").read_text()
@@ -110,7 +113,25 @@ def test_bad_input(runs, tmp_path, capsys):
     assert "no such folder" in capsys.readouterr().err
 
 
-def test_causal_runs_score_next_tokens_at_each_length(runs, tmp_path):
+@pytest.fixture(scope="module")
+def causal_runs(runs):
+    """GPT-2 runs (absolute and ALiBi) on the masked runs' tokenizer."""
+    root, absolute, _ = runs
+    settings = dict(TINY, arch="gpt2", tokenizer=str(absolute / "tokenizer"))
+    return {
+        name: pretrain(PretrainConfig(output_dir=str(root / name), position=position, **settings))
+        for name, position in (("gpt2-abs", "absolute"), ("gpt2-alibi", "alibi"))
+    }
+
+
+@pytest.fixture(scope="module")
+def notes(tmp_path_factory):
+    text = tmp_path_factory.mktemp("notes") / "notes.txt"
+    text.write_text("\n".join(f"line {i} of a plain text file with words" for i in range(300)))
+    return text
+
+
+def test_causal_runs_score_next_tokens_at_each_length(runs, causal_runs, notes, tmp_path):
     """A GPT-2 run: next-token loss (L - 1 predictions per block), n/a beyond wpe, any file."""
     import torch
 
@@ -120,13 +141,8 @@ def test_causal_runs_score_next_tokens_at_each_length(runs, tmp_path):
 
     root, absolute, _ = runs
     shared = str(absolute / "tokenizer")
-    settings = dict(TINY, arch="gpt2", tokenizer=shared)
-    causal = {
-        name: pretrain(PretrainConfig(output_dir=str(root / name), position=position, **settings))
-        for name, position in (("gpt2-abs", "absolute"), ("gpt2-alibi", "alibi"))
-    }
-    text = tmp_path / "notes.txt"
-    text.write_text("\n".join(f"line {i} of a plain text file with words" for i in range(300)))
+    causal = causal_runs
+    text = notes
     results = extrapolate(
         list(causal.values()), [16, 64], eval_file=text, max_tokens=640, output_dir=tmp_path
     )
@@ -149,6 +165,84 @@ def test_causal_runs_score_next_tokens_at_each_length(runs, tmp_path):
         expected = model(input_ids=ids, labels=ids).loss
     assert row.loss == pytest.approx(float(expected), rel=1e-5)
     assert "Next-token loss" in (tmp_path / "extrapolation.md").read_text()
+
+
+def test_causal_stride_scores_every_token_once_with_long_context(causal_runs, notes):
+    """--stride S: the Hugging Face perplexity guide's sliding windows; S = L: the blocks."""
+    import torch
+
+    from tisa.data.mlm import token_stream
+    from tisa.data.tokenizer import load_tokenizer
+    from tisa.train.causal_lm import load_causal_lm
+
+    run = causal_runs["gpt2-alibi"]
+    common = dict(eval_file=notes, max_tokens=640, output_dir=None, progress=False)
+    blocks = extrapolate([run], [64], **common).row("gpt2-alibi", 64)
+    same = extrapolate([run], [64], stride=64, **common).row("gpt2-alibi", 64)
+    assert same.loss == pytest.approx(blocks.loss, rel=1e-5)
+    assert same.masked_tokens == blocks.masked_tokens == 10 * 63
+    slid = extrapolate([run], [64], stride=16, **common).row("gpt2-alibi", 64)
+    assert slid.status == "ok" and slid.masked_tokens == 640 - 1  # every token but the first
+    # the guide's loop, written out: windows of L every S tokens, labels on the new tokens
+    stream = token_stream(notes.read_text().splitlines(), load_tokenizer(run / "model"))
+    ids = torch.as_tensor(stream[:640])
+    model = load_causal_lm(run / "model")
+    nll, count, previous = 0.0, 0, 0
+    with torch.no_grad():
+        for begin in range(0, 640, 16):
+            end = min(begin + 64, 640)
+            x = ids[begin:end][None]
+            labels = x.clone()
+            labels[:, : -(end - previous)] = -100
+            n = int((labels[:, 1:] != -100).sum())
+            nll += float(model(input_ids=x, labels=labels).loss) * n
+            count += n
+            previous = end
+            if end == 640:
+                break
+    assert count == slid.masked_tokens
+    assert slid.loss == pytest.approx(nll / count, rel=1e-5)
+    with pytest.raises(ValueError, match="stride"):
+        ExtrapolateConfig(runs=(str(run),), lengths=(16, 64), stride=32)
+
+
+def test_context_curve_scores_the_same_spans_at_every_context(runs, causal_runs, tmp_path):
+    root, absolute, tisa = runs
+    run = causal_runs["gpt2-alibi"]
+    results = extrapolate(
+        [absolute, tisa, run],
+        [16],
+        max_tokens=512,
+        context_curve=(8, 16, 32, 64),
+        context_span=4,
+        context_spans=40,
+        output_dir=tmp_path,
+        progress=False,
+    )
+    rows = {(r.run, r.context): r for r in results.context_rows}
+    assert rows[("absolute", 64)].status == "n/a"  # beyond its 32 positions
+    for label in ("tisa", "gpt2-alibi"):
+        counts = {rows[(label, c)].tokens for c in (8, 16, 32, 64)}
+        assert all(rows[(label, c)].status == "ok" for c in (8, 16, 32, 64))
+        assert len(counts) == 1 and counts.pop() > 0  # the same targets at every context
+    assert rows[("gpt2-alibi", 8)].tokens == 40 * 4  # causal: every token of every span
+    slopes = results.context_slopes()
+    assert slopes["tisa"] is not None and slopes["gpt2-alibi"] is not None
+    points = [(c, rows[("tisa", c)].loss) for c in (16, 32, 64)]  # from the training length on
+    assert slopes["tisa"] == pytest.approx(
+        float(np.polyfit(np.log2([c for c, _ in points]), [v for _, v in points], 1)[0])
+    )
+    data = json.loads((tmp_path / "extrapolation.json").read_text())
+    assert len(data["context_rows"]) == 12 and set(data["context_slopes"]) == {
+        "absolute",
+        "tisa",
+        "gpt2-alibi",
+    }
+    assert "slope" in (tmp_path / "extrapolation.md").read_text()
+    assert len(list(csv.DictReader((tmp_path / "context.csv").open()))) == 12
+    assert (tmp_path / "context.png").stat().st_size > 1000
+    with pytest.raises(ValueError, match="context_curve"):
+        ExtrapolateConfig(runs=(str(tisa),), context_curve=(4,), context_span=4)
 
 
 def test_scoring_options_change_the_scorers_only_for_evaluation(runs, tmp_path):

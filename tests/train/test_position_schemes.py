@@ -78,3 +78,81 @@ def test_summary_names_its_folder_relative_to_the_working_folder(tmp_path, monke
     assert ps._shown(Path("runs/ps")) == str(Path("runs") / "ps")
     elsewhere = tmp_path.parent / "other"
     assert ps._shown(elsewhere) == str(elsewhere)  # outside: as given
+
+
+# ---------------------------------------------------------------- positional lr sweep
+
+
+def test_the_sweep_tunes_every_scheme_with_positional_parameters():
+    specs = [
+        ps.parse_spec(s)
+        for s in (
+            "absolute",
+            "none",
+            "alibi",
+            "rope",
+            "tisa",
+            "absolute+tisa",
+            "t5",
+            "kerple_log",
+            "rbf_log",
+            "fixed=rbf_linear:learn_tail=false",
+            "rbf_logdist",
+            "alibi_learned",
+            "fire:mlp_width=8",
+        )
+    ]
+    runs, plan = ps.sweep_specs(specs, [1e-3, 1e-2], None)
+    fixed = {"absolute", "none", "alibi", "rope"}
+    assert set(plan) == {s.label for s in specs} - fixed
+    assert {r.label for r in runs} == fixed | {
+        f"{label}-plr{rate:g}" for label in plan for rate in (1e-3, 1e-2)
+    }
+    fire = next(r for r in runs if r.label == "fire-plr0.01")
+    assert fire.settings == {"tisa_learning_rate": 1e-2} and fire.scoring_options == (
+        "mlp_width=8",
+    )
+    for args, match in (
+        (([], None), "distinct rates"),
+        (([1e-3, 1e-3], None), "distinct rates"),
+        (([1e-3], 1e-2), "tisa-learning-rate"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            ps.sweep_specs(specs, *args)
+    with pytest.raises(ValueError, match="chooses"):
+        ps.sweep_specs([ps.parse_spec("t=tisa:tisa_learning_rate=1e-2")], [1e-3], None)
+
+
+def test_the_sweep_chooses_the_lowest_validation_loss(tmp_path):
+    specs = [ps.parse_spec(s) for s in ("alibi", "k=rbf_linear:learn_tail=false:num_kernels=3")]
+    runs, plan = ps.sweep_specs(specs, [1e-3, 1e-2, 1e-1], None)
+    losses = {"alibi": 5.5, "k-plr0.001": 5.2, "k-plr0.01": 5.0, "k-plr0.1": 5.1}
+    folders = {}
+    for label, value in losses.items():
+        (tmp_path / label).mkdir()
+        (tmp_path / label / "results.json").write_text(json.dumps({"eval_loss": value}))
+        folders[label] = tmp_path / label
+    selection = ps.select_rates(folders, plan, runs)
+    k = selection["runs"]["k"]
+    assert k["candidates"] == {"0.001": 5.2, "0.01": 5.0, "0.1": 5.1}
+    assert k["chosen"] == 1e-2 and k["chosen_run"] == "k-plr0.01"
+    again = ps.parse_spec(k["spec"])  # the spec trains the chosen run
+    assert again.position == "rbf_linear" and again.scoring_options == ("learn_tail=false",)
+    assert again.settings == {"num_kernels": 3, "tisa_learning_rate": 1e-2}
+    assert selection["fixed"] == {"alibi": 5.5}
+    md = ps._sweep_markdown(selection)
+    assert "| k | rbf_linear | 5.200 | 5.000 | 5.100 | 0.01 |" in md and k["spec"] in md
+
+
+@pytest.mark.slow
+def test_sweep_smoke_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("TISA_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "sweep"
+    argv = ["--output-dir", str(out), "--size", "tiny", "--max-steps", "2", "--save-steps", "2"]
+    argv += ["--seq-len", "16", "--batch-size", "4", "--positional-lr-sweep", "1e-3", "1e-1"]
+    assert ps.main([*argv, "--positions", "alibi", "alibi_learned"]) == 0
+    selection = json.loads((out / "lr_sweep.json").read_text())
+    assert set(selection["runs"]) == {"alibi_learned"} and set(selection["fixed"]) == {"alibi"}
+    chosen = selection["runs"]["alibi_learned"]
+    assert chosen["chosen"] in (1e-3, 1e-1) and (out / chosen["chosen_run"]).is_dir()
+    assert (out / "lr_sweep.md").is_file()

@@ -20,4 +20,6 @@ def run(args: argparse.Namespace) -> int:
     print(results.to_markdown())
     if config.output_dir is not None:
         print(f"written to {config.output_dir}/extrapolation.{{md,csv,json,png}}")
+        if results.context_rows:
+            print(f"context curve: {config.output_dir}/context.{{csv,png}}")
     return 1 if results.has_errors else 0

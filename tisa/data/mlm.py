@@ -27,7 +27,12 @@ Masking
       the batching, prefetching or number of processes;
     * evaluation (:func:`mask_blocks`): the masks of epoch 0 for a fixed evaluation seed,
       so every run, batch size and number of blocks sees the same masks for the same
-      text.
+      text;
+    * evaluation across lengths (:func:`mask_stream`): whether a token is masked, and
+      what replaces it, is decided per token of the stream, from the seed and the
+      token's index in the stream alone. Blocks of any length cut from the masked stream
+      (:func:`masked_stream_blocks`) therefore mask exactly the same tokens, so losses at
+      different lengths are over the same targets.
 
 Letters: N blocks, L block length (``seq_len``), B batch size.
 """
@@ -55,7 +60,9 @@ __all__ = [
     "build_blocks",
     "collate_blocks",
     "mask_blocks",
+    "mask_stream",
     "masked_eval_dataset",
+    "masked_stream_blocks",
     "special_ids",
     "token_stream",
 ]
@@ -319,6 +326,143 @@ def mask_blocks(
         item = data[i]
         inputs[i], labels[i] = item["input_ids"], item["labels"]
     return inputs, labels
+
+
+#: Tokens per chunk of the per-token masking stream: chunk c of the stream draws its random
+#: numbers from a generator seeded with (seed, c), so a token's draw depends only on the
+#: seed and its index in the stream (not on how long the stream is).
+_STREAM_CHUNK = 4096
+
+
+def mask_stream(
+    stream: np.ndarray | Tensor,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    seed: int = 0,
+    mlm_probability: float = 0.15,
+    mask_replace_prob: float = 0.8,
+    random_replace_prob: float = 0.1,
+) -> tuple[Tensor, Tensor]:
+    """BERT masking decided per token of a (T,) stream, by the seed and the token's index.
+
+    Token t is selected with probability ``mlm_probability`` (never a special token, see
+    :func:`special_ids`); a selected token becomes ``[MASK]`` with probability
+    ``mask_replace_prob``, a random token of the vocabulary with ``random_replace_prob``
+    and stays itself otherwise. All draws for token t come from chunk ``t // 4096`` of
+    generators seeded with ``(seed, chunk)``: the masks of a prefix of a stream are the
+    masks of the whole stream's prefix, whatever its length.
+
+    Args:
+        stream: (T,) token ids (:func:`token_stream`).
+        tokenizer: the tokenizer (its [MASK] id and vocabulary size).
+        seed: masking seed.
+        mlm_probability, mask_replace_prob, random_replace_prob: as above.
+
+    Returns:
+        (input_ids, labels), both (T,) long: inputs with the replacements, labels the
+        original ids at selected tokens and -100 elsewhere.
+
+    Raises:
+        ValueError: probabilities out of range, or a tokenizer without a mask token.
+    """
+    if not 0.0 < mlm_probability < 1.0:
+        raise ValueError(f"mlm_probability must be in (0, 1), got {mlm_probability!r}")
+    if not (0.0 <= mask_replace_prob and 0.0 <= random_replace_prob):
+        raise ValueError("mask_replace_prob and random_replace_prob must be >= 0")
+    if mask_replace_prob + random_replace_prob > 1.0:
+        raise ValueError(
+            "mask_replace_prob + random_replace_prob must be <= 1, got "
+            f"{mask_replace_prob} + {random_replace_prob}"
+        )
+    if tokenizer.mask_token_id is None:
+        raise ValueError("the tokenizer has no mask token; masked-LM needs one")
+    ids = torch.as_tensor(np.asarray(stream), dtype=torch.long)
+    if ids.dim() != 1:
+        raise ValueError(f"stream must have shape (T,), got {tuple(ids.shape)}")
+    t = ids.shape[0]
+    draws = torch.empty(3, t, dtype=torch.float64)  # (selection, replacement kind, token)
+    for c, start in enumerate(range(0, t, _STREAM_CHUNK)):
+        stop = min(start + _STREAM_CHUNK, t)
+        gen = torch.Generator().manual_seed(_seed(seed, c))
+        chunk = torch.rand(3, _STREAM_CHUNK, generator=gen, dtype=torch.float64)
+        draws[:, start:stop] = chunk[:, : stop - start]
+    special = torch.isin(ids, torch.tensor(special_ids(tokenizer), dtype=torch.long))
+    selected = (draws[0] < mlm_probability) & ~special  # (T,)
+    labels = torch.where(selected, ids, torch.full_like(ids, -100))
+    to_mask = selected & (draws[1] < mask_replace_prob)
+    to_random = (
+        selected
+        & (draws[1] >= mask_replace_prob)
+        & (draws[1] < mask_replace_prob + random_replace_prob)
+    )
+    vocab = len(tokenizer)
+    random_ids = (draws[2] * vocab).long().clamp_(max=vocab - 1)
+    inputs = ids.clone()
+    inputs[to_mask] = tokenizer.mask_token_id
+    inputs[to_random] = random_ids[to_random]
+    return inputs, labels
+
+
+def masked_stream_blocks(
+    inputs: Tensor,
+    labels: Tensor,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    seq_len: int,
+    block_format: str = "cls_sep",
+    max_blocks: int | None = None,
+    score_limit: int | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Cuts a masked stream (:func:`mask_stream`) into blocks, as :func:`build_blocks` does.
+
+    Block i holds stream tokens ``i * C .. (i + 1) * C - 1`` (C text tokens per block,
+    :func:`block_content_length`), framed by [CLS] / [SEP] for ``"cls_sep"``.
+
+    Args:
+        inputs: (T,) masked input ids.
+        labels: (T,) labels (-100 where nothing is scored).
+        tokenizer: the tokenizer ([CLS] and [SEP] ids).
+        seq_len: L, tokens per block including [CLS] / [SEP].
+        block_format: ``"cls_sep"`` or ``"plain"``.
+        max_blocks: keep only the first blocks.
+        score_limit: score only tokens whose stream index is below this (their labels
+            beyond it become -100; they stay in the blocks as context).
+
+    Returns:
+        (input_ids, labels, index): (N, L) long each; ``index`` holds each position's
+        index in the stream, -1 at [CLS] / [SEP].
+
+    Raises:
+        ValueError: bad lengths or format, or a stream too short for one block.
+    """
+    content = block_content_length(seq_len, block_format)
+    check_int(max_blocks, "max_blocks", optional=True)
+    check_int(score_limit, "score_limit", minimum=0, optional=True)
+    if inputs.shape != labels.shape or inputs.dim() != 1:
+        raise ValueError(
+            f"inputs and labels must both be (T,), got {tuple(inputs.shape)} and "
+            f"{tuple(labels.shape)}"
+        )
+    n = inputs.shape[0] // content
+    if max_blocks is not None:
+        n = min(n, max_blocks)
+    if n == 0:
+        raise ValueError(
+            f"the stream has {inputs.shape[0]} tokens, fewer than one block of {content} "
+            f"text tokens (seq_len={seq_len}, block_format={block_format!r})"
+        )
+    index = torch.arange(n * content).reshape(n, content)
+    x, y = inputs[index], labels[index].clone()
+    if score_limit is not None:
+        y[index >= score_limit] = -100
+    if block_format == "cls_sep":
+        cls = torch.full((n, 1), tokenizer.cls_token_id, dtype=torch.long)
+        sep = torch.full((n, 1), tokenizer.sep_token_id, dtype=torch.long)
+        none = torch.full((n, 1), -100, dtype=torch.long)
+        x = torch.cat([cls, x, sep], dim=1)
+        y = torch.cat([none, y, none], dim=1)
+        index = torch.cat([none.clone().fill_(-1), index, none.clone().fill_(-1)], dim=1)
+    return x, y, index
 
 
 def masked_eval_dataset(

@@ -170,11 +170,11 @@ def _init_scorer(module: ScoringFunction) -> None:
     """(Re)initialises a scorer's tensors that were not loaded, as its constructor would."""
     with torch.device("cpu"):
         fresh = build(**module.config())
-    tensors = itertools.chain(
-        module.named_parameters(recurse=False), module.named_buffers(recurse=False)
-    )
+    # recurse: a family may hold submodules (FIRE's MLP)
+    start = dict(itertools.chain(fresh.named_parameters(), fresh.named_buffers()))
+    tensors = itertools.chain(module.named_parameters(), module.named_buffers())
     for name, tensor in tensors:
-        hf_init.copy_(tensor, getattr(fresh, name).to(tensor.dtype))
+        hf_init.copy_(tensor, start[name].to(tensor.dtype))
 
 
 class TisaModelMixin:

@@ -35,11 +35,16 @@ def scoring_parameter_names(model: nn.Module) -> list[str]:
     """Names (as in ``model.named_parameters()``) of the TISA scoring-function parameters."""
     from tisa.scoring import ScoringFunction
 
-    names = []
+    names: list[str] = []
+    seen: set[str] = set()
     for module_name, module in model.named_modules():
         if isinstance(module, ScoringFunction):
-            for name, _ in module.named_parameters(recurse=False):
-                names.append(f"{module_name}.{name}" if module_name else name)
+            # recurse: a family may hold submodules (FIRE's MLP); a parameter counts once
+            for name, _ in module.named_parameters():
+                full = f"{module_name}.{name}" if module_name else name
+                if full not in seen:
+                    seen.add(full)
+                    names.append(full)
     return names
 
 

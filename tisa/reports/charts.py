@@ -289,6 +289,10 @@ def extrapolation_curves(
     curves: Mapping[str, Sequence[tuple[int, float]]],
     lengths: Sequence[int],
     train_lengths: Mapping[str, int | None] | None = None,
+    *,
+    xlabel: str = "evaluation length (tokens)",
+    ylabel: str = "masked-LM loss (nats)",
+    title: str = "Length extrapolation (dotted: training length)",
 ) -> Figure:
     """Masked-LM loss against evaluation length, one line per model.
 
@@ -298,6 +302,8 @@ def extrapolation_curves(
         lengths: every evaluated length (the x ticks; log2 axis).
         train_lengths: model label -> training length, drawn as a dotted line in the
             model's colour.
+        xlabel, ylabel, title: the axis labels and title (e.g. for a loss-against-context
+            curve).
     """
     train_lengths = train_lengths or {}
     fig = Figure(figsize=(6.4, 4.2))
@@ -312,9 +318,9 @@ def extrapolation_curves(
             ax.axvline(train_lengths[label], color=line.get_color(), linestyle=":", alpha=0.6)
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(lengths), [str(n) for n in lengths])
-    ax.set_xlabel("evaluation length (tokens)")
-    ax.set_ylabel("masked-LM loss (nats)")
-    ax.set_title("Length extrapolation (dotted: training length)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small")
     return fig

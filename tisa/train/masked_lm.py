@@ -18,6 +18,10 @@ Position schemes (``position``):
 ``alibi``, ``t5``, ``kerple_log``  those scoring families, embeddings removed.
 ``rbf_linear``, ``rbf_log``, ``rbf_logdist``  RBF kernels plus a monotone tail (the
                    length-extrapolation families of :mod:`tisa.scoring`), embeddings removed.
+``alibi_learned``  ALiBi with learned slopes (ALiBi's at the start), embeddings removed.
+``fire``           FIRE (Li et al., 2024), embeddings removed: the paper's query-position
+                   normaliser in a causal LM, the translation-invariant variant
+                   (``normalizer="length"``) in a masked LM, unless ``normalizer`` is given.
 ``rope``           rotary position embeddings on queries and keys, embeddings removed.
 
 Everything except ``absolute`` is applied with :func:`tisa.hf.add_tisa`; scoring options
@@ -82,6 +86,8 @@ POSITIONS: tuple[str, ...] = (
     "rbf_linear",
     "rbf_log",
     "rbf_logdist",
+    "alibi_learned",
+    "fire",
     "rope",
 )
 
@@ -96,6 +102,8 @@ _SCHEMES: dict[str, tuple[str | None, str, bool]] = {
     "rbf_linear": ("rbf_linear", "remove", False),
     "rbf_log": ("rbf_log", "remove", False),
     "rbf_logdist": ("rbf_logdist", "remove", False),
+    "alibi_learned": ("alibi_learned", "remove", False),
+    "fire": ("fire", "remove", False),
     "rope": (None, "remove", True),
 }
 
@@ -348,7 +356,9 @@ def apply_position_scheme(
             ``absolute+tisa``, ``rbf_linear``, ``rbf_log``, ``rbf_logdist``).
         scoring_options: further options of the scheme's scoring family (e.g.
             ``{"learn_tail": False}``). T5 buckets are one-sided in a causal model unless
-            ``bidirectional`` is given.
+            ``bidirectional`` is given; FIRE takes the paper's query normaliser in a causal
+            model and the translation-invariant one otherwise, unless ``normalizer`` is
+            given.
 
     Returns:
         The same model.
@@ -375,6 +385,8 @@ def apply_position_scheme(
     arch = architecture_of(model)
     if scoring == "t5" and arch is not None and arch.causal:
         options.setdefault("bidirectional", False)  # a decoder never sees k > 0
+    if scoring == "fire":  # the paper's normaliser is the causal query position
+        options.setdefault("normalizer", "query" if arch is not None and arch.causal else "length")
     settings = TisaSettings(
         scoring=scoring,
         num_kernels=num_kernels if takes_num_kernels(scoring) else None,

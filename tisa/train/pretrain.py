@@ -298,7 +298,7 @@ def _pretrain(config: PretrainConfig, callbacks: Sequence[Any], lock: RunLock) -
         elapsed_before,
         truncate_after,
     )
-    from tisa.train.masked_lm import build_model
+    from tisa.train.masked_lm import build_model, scoring_family
 
     run = check_output_dir(config.output_dir, "output_dir")
     done = _finished_step(run) if config.resume is True else None
@@ -378,6 +378,11 @@ def _pretrain(config: PretrainConfig, callbacks: Sequence[Any], lock: RunLock) -
 
     set_seed(config.seed)
     absolute = config.position in ("absolute", "absolute+tisa")
+    scoring_options = config.scoring_options_dict()
+    if scoring_family(config.position) == "fire":
+        # FIRE's threshold starts at the training length: the normalised distances of
+        # training then span [0, 1], the range that longer inputs are mapped into
+        scoring_options.setdefault("init_threshold", float(config.seq_len))
     model = build_model(
         arch=config.arch,
         size=config.size,
@@ -388,7 +393,7 @@ def _pretrain(config: PretrainConfig, callbacks: Sequence[Any], lock: RunLock) -
         else max(config.max_positions, config.seq_len),
         pad_token_id=tokenizer.pad_token_id,
         num_kernels=config.num_kernels,
-        scoring_options=config.scoring_options_dict(),
+        scoring_options=scoring_options,
         attn_implementation=config.attn_implementation,
         bos_token_id=tokenizer.cls_token_id,
         eos_token_id=tokenizer.sep_token_id,

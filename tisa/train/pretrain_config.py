@@ -67,7 +67,7 @@ class PretrainConfig:
         output_dir: the run folder.
         position: position scheme (:data:`tisa.train.masked_lm.POSITIONS`): absolute, none,
             tisa, absolute+tisa, alibi, t5, kerple_log, rbf_linear, rbf_log, rbf_logdist,
-            rope.
+            alibi_learned, fire, rope.
         size: model size (:data:`tisa.train.masked_lm.SIZES`): tiny, small (hidden 256,
             4 layers), base (ALBERT-base).
         arch: architecture: albert or bert (masked LM), or gpt2 (causal LM: a decoder

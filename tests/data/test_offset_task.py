@@ -1,0 +1,68 @@
+"""The offset-retrieval task: its data, and the experiment on a tiny size."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tisa.data.offset_task import offset_batch, total_vocab
+
+_PATH = Path(__file__).resolve().parents[2] / "experiments" / "offset_retrieval" / "run.py"
+_spec = importlib.util.spec_from_file_location("offset_retrieval", _PATH)
+experiment = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("offset_retrieval", experiment)
+_spec.loader.exec_module(experiment)
+
+
+def test_targets_are_the_tokens_d_positions_back():
+    offsets = (1, 3, 8)
+    x, y = offset_batch(
+        batch_size=50, length=20, vocab_size=10, offsets=offsets, generator=torch.Generator()
+    )
+    assert x.shape == y.shape == (50, 20) and int(x.max()) < total_vocab(10, offsets)
+    assert bool((x[:, 1:] >= len(offsets)).all())  # content after the marker
+    for b in range(50):
+        d = offsets[int(x[b, 0])]
+        for t in range(20):
+            assert int(y[b, t]) == (int(x[b, t - d]) if t - d >= 1 else -100)
+    again = offset_batch(
+        batch_size=50, length=20, vocab_size=10, offsets=offsets, generator=torch.Generator()
+    )
+    assert torch.equal(again[0], x)  # a pure function of the generator
+    assert set(x[:, 0].tolist()) == {0, 1, 2}
+
+
+def test_bad_input_names_the_argument():
+    gen = torch.Generator()
+    with pytest.raises(ValueError, match="offsets"):
+        offset_batch(batch_size=2, length=8, vocab_size=4, offsets=(7,), generator=gen)
+    with pytest.raises(ValueError, match="offsets"):
+        offset_batch(batch_size=2, length=8, vocab_size=4, offsets=(2, 2), generator=gen)
+    with pytest.raises(ValueError, match="vocab_size"):
+        offset_batch(batch_size=2, length=8, vocab_size=1, offsets=(2,), generator=gen)
+
+
+def test_experiment_on_a_tiny_size(tmp_path):
+    out = tmp_path / "or"
+    argv = ["--positions", "absolute", "alibi_learned", "--size", "tiny", "--steps", "3"]
+    argv += ["--train-length", "16", "--eval-lengths", "16", "64", "--offsets", "1", "4"]
+    argv += ["--vocab-size", "8", "--eval-sequences", "4", "--output-dir", str(out)]
+    assert experiment.main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["runs"]["absolute"]["eval"]["64"]["status"] == "n/a"
+    for length in ("16", "64"):
+        r = results["runs"]["alibi_learned"]["eval"][length]
+        assert r["status"] == "ok" and 0.0 <= r["accuracy"] <= 1.0 and r["tokens"] > 0
+    beyond = results["runs"]["alibi_learned"]["eval"]["64"]["accuracy_beyond_train"]
+    assert (
+        beyond is not None
+        and results["runs"]["alibi_learned"]["eval"]["16"]["accuracy_beyond_train"] is None
+    )
+    assert "| alibi_learned |" in (out / "results.md").read_text()
+    with pytest.raises(SystemExit, match="positions"):
+        experiment.main(["--positions", "nope", "--output-dir", str(out)])
