@@ -595,9 +595,9 @@ def _backward_block(q, k, v, out, grad_out, tab, add, dead, scale, block, dq, dk
     """One block of :class:`_BiasedSDPA`'s backward: writes dq's rows, adds to dk, dv, acc
     (writes dk, dv in the first block of rows).
 
-    Works on n = nb * heads matrices of (R, Lk). With one batch element the bias view is
-    the first product's input (no extra pass over the logits); with several (small
-    problems, all heads) it is added afterwards. q, k, v may be strided (a transposed
+    Works on n = nb * heads matrices of (R, Lk). The bias view is the first product's
+    input (no extra pass over the logits), broadcast over the batch elements when there
+    are several (small problems, all heads). q, k, v may be strided (a transposed
     layout): the products read them as they are, and only the block's rows are copied.
     """
     bs, hs, start, stop = block
@@ -607,15 +607,18 @@ def _backward_block(q, k, v, out, grad_out, tab, add, dead, scale, block, dq, dk
     view = bias_lib.reversed_rows(tab[hs], lq, lk, start, stop)  # (g, R, Lk)
     qb = q[bs, hs, start:stop].flip(2).reshape(n, rows, -1)  # rows reversed like the view
     gb = grad_out[bs, hs, start:stop].flip(2)  # (nb, g, R, Dv)
-    # rowsum(dO * O) of the block's rows, reversed like them: (nb, g, R, 1)
-    delta = (gb * out[bs, hs, start:stop].flip(2)).sum(-1, keepdim=True)
+    # rowsum(dO * O) of the block's rows, reversed like them, in float32 at least: (nb, g, R, 1)
+    wide = torch.promote_types(q.dtype, torch.float32)
+    ob = out[bs, hs, start:stop].flip(2)
+    delta = (gb.to(wide) * ob.to(wide)).sum(-1, keepdim=True).to(q.dtype)
     gb = gb.reshape(n, rows, -1)
     kb, vb = _merged(k[bs, hs], n), _merged(v[bs, hs], n)  # (n, Lk, D | Dv)
     if nb == 1:
         logits = torch.baddbmm(view, qb, kb.transpose(1, 2), alpha=scale)  # (n, R, Lk)
-    else:
-        logits = torch.bmm(qb, kb.transpose(1, 2)).mul_(scale)
-        logits.view(nb, g, rows, lk).add_(view)
+    else:  # the view broadcast over the batch into the product's input: one pass, as above
+        logits = q.new_empty(nb, g, rows, lk)
+        logits.copy_(view)
+        logits = logits.view(n, rows, lk).baddbmm_(qb, kb.transpose(1, 2), alpha=scale)
     if add is not None:
         logits.view(nb, g, rows, lk).add_(_rows_reversed(_sub(add, bs, hs), start, stop))
     if dead is not None:

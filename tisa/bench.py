@@ -14,7 +14,8 @@ Peak memory on CPU is read from the kernel (``VmHWM`` in ``/proc/self/status``, 
 through ``/proc/self/clear_refs`` before each measurement). Memory is measured after all
 timings, with glibc's mmap threshold lowered to 64 KiB so that every tensor is mapped on
 allocation and unmapped on release: freed memory then cannot hide the next variant's
-allocations. Timings run with the default allocator, since a low threshold turns every
+allocations. Each variant is called once before its measurement, as before its timings.
+Timings run with the default allocator, since a low threshold turns every
 allocation into page faults and would penalise allocation-heavy variants.
 """
 
@@ -253,10 +254,12 @@ def _variants(cfg: AttentionBenchConfig, length: int, backward: bool, layout: st
 
     def run(fn):
         def call():
-            for t in (*leaves, *rbf.parameters()):
-                t.grad = None
             if backward:
                 fn().sum().backward()
+                # dropped within the call, so that a call starts without gradients and its
+                # peak memory includes the ones it makes
+                for t in (*leaves, *rbf.parameters()):
+                    t.grad = None
             else:
                 with torch.no_grad():
                     fn()
@@ -382,7 +385,10 @@ def _run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool) -> list[
             jobs, desc="attention benchmark: memory", disable=not progress
         ):
             fns = _variants(cfg, length, backward, layout)
-            mems = {name: peak_memory(fn) for name, fn in fns.items()}
+            mems = {}
+            for name, fn in fns.items():
+                fn()  # a warm-up call, as for the timings: one-off allocations stay out
+                mems[name] = peak_memory(fn)
             base_m = mems[base]
             pas = "fwd+bwd" if backward else "fwd"
             for r in rows:
