@@ -689,3 +689,33 @@ def test_the_callers_scale_is_used_by_flex(masked, causal):
     with torch.no_grad():
         out = attention(q, k, v, s, mask=mask, causal=causal, scale=SCALE, backend="flex")
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+@pytest.mark.parametrize("plan", [None, (1, 2, 16), (3, 4, 64)])
+@pytest.mark.parametrize("masked", [False, True])
+def test_sdpa_trains_on_transposed_inputs_like_eager(monkeypatch, plan, masked):
+    """q, k, v as (B, L, H, D) storage seen as (B, H, L, D), as a Hugging Face layer passes
+    them (odd lengths, Lq < Lk, a scale of its own): the same outputs and gradients as
+    eager, in every way of cutting blocks."""
+    from tisa import attention as attention_module
+
+    if plan is not None:
+        plan = attention_module._Plan(*plan)
+        monkeypatch.setattr(attention_module, "_block_plan", lambda q, k, v, add: plan)
+    b, h, lq, lk, d = 3, 4, 37, 41, 8
+    g = torch.Generator().manual_seed(0)
+    leaves = [torch.randn(b, n, h, d, generator=g).requires_grad_() for n in (lq, lk, lk)]
+    s = sharp_rbf(h)
+    mask = padding_mask(b, lk)[:, None, None, :] if masked else None
+    grads = {}
+    for backend in ("eager", "sdpa"):
+        for t in (*leaves, *s.parameters()):
+            t.grad = None
+        q, k, v = (t.transpose(1, 2) for t in leaves)  # (B, H, L, D), not contiguous
+        out = attention(q, k, v, s, mask=mask, causal=True, scale=0.3, backend=backend)
+        out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(1)))
+        grads[backend] = [out.detach()] + [t.grad for t in leaves]
+        grads[backend] += [p.grad.clone() for p in s.parameters()]
+    for a, e in zip(grads["sdpa"], grads["eager"]):
+        torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-4)
+    for t, grad in zip(leaves, grads["sdpa"][1:4]):
+        assert grad.stride() == t.stride()

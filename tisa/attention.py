@@ -605,38 +605,22 @@ class _BiasedSDPA(torch.autograd.Function):
     def backward(ctx, grad_out):
         q, k, v, out, tab, add = ctx.saved_tensors
         tab = tab.detach()
-        scale = ctx.scale
         b, h, lq, d = q.shape
-        lk, dv_ = k.shape[-2], v.shape[-1]
+        lk = k.shape[-2]
         dead = _dead_rows(tab, add, lq, lk)
-        k, v = k.contiguous(), v.contiguous()
-        delta = (grad_out.float() * out.float()).sum(-1, keepdim=True).to(q.dtype)  # (B, H, Lq, 1)
-        dq = torch.empty_like(q, memory_format=torch.contiguous_format)
-        dk = torch.zeros(b, h, lk, d, dtype=q.dtype, device=q.device)
-        dv = torch.zeros(b, h, lk, dv_, dtype=q.dtype, device=q.device)
+        # Gradients in the layout of their inputs: for q, k, v that are transposed views of
+        # (B, L, H, D) (a Hugging Face layer's) autograd then passes them on without a copy.
+        # dk and dv are written by the first block of rows of each batch element and head,
+        # and added to by the others (no zero fill).
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         dtab = torch.zeros(h, tab.shape[-1], dtype=torch.float32, device=q.device)
         acc = None
         for bs, hs, start, stop in _blocks(ctx.plan, b, h, lq):
             if bs.start == 0:  # a new block of rows and heads: sum dS over the batch here
                 acc = torch.zeros(hs.stop - hs.start, stop - start, lk, device=q.device)
+            block = _Block(bs, hs, start, stop)
             _backward_block(
-                q,
-                k,
-                v,
-                grad_out,
-                delta,
-                tab,
-                add,
-                dead,
-                scale,
-                bs,
-                hs,
-                start,
-                stop,
-                dq,
-                dk,
-                dv,
-                acc,
+                q, k, v, out, grad_out, tab, add, dead, ctx.scale, block, dq, dk, dv, acc
             )
             if bs.stop == b:
                 first = lq - stop  # table column of the block's anti-diagonal 0
@@ -644,30 +628,48 @@ class _BiasedSDPA(torch.autograd.Function):
         return dq, dk, dv, dtab.to(tab.dtype), None, None, None, None
 
 
-def _backward_block(
-    q, k, v, grad_out, delta, tab, add, dead, scale, bs, hs, start, stop, dq, dk, dv, acc
-) -> None:
-    """One block of :class:`_BiasedSDPA`'s backward: writes dq's rows, adds to dk, dv, acc.
+class _Block(NamedTuple):
+    """A block of the sdpa path: batch elements, heads, query rows start..stop-1."""
 
-    Works on n = nb * heads matrices of (R, Lk). With one batch element the bias view is
-    the first product's input (no extra pass over the logits); with several (small
-    problems, all heads) it is added afterwards.
+    batch: slice
+    heads: slice
+    start: int
+    stop: int
+
+
+def _merged(t: Tensor, n: int) -> Tensor:
+    """(nb, g, L, D) as (nb * g, L, D): a view where the strides allow, else a copy."""
+    return t.reshape(n, t.shape[-2], t.shape[-1])
+
+
+def _backward_block(q, k, v, out, grad_out, tab, add, dead, scale, block, dq, dk, dv, acc) -> None:
+    """One block of :class:`_BiasedSDPA`'s backward: writes dq's rows, adds to dk, dv, acc
+    (writes dk, dv in the first block of rows).
+
+    Works on n = nb * heads matrices of (R, Lk). The bias view is the first product's
+    input (no extra pass over the logits), broadcast over the batch elements when there
+    are several (small problems, all heads). q, k, v may be strided (a transposed
+    layout): the products read them as they are, and only the block's rows are copied.
     """
+    bs, hs, start, stop = block
     lq, lk = q.shape[-2], k.shape[-2]
     nb, g, rows = bs.stop - bs.start, hs.stop - hs.start, stop - start
     n = nb * g
     view = bias_lib.reversed_rows(tab[hs], lq, lk, start, stop)  # (g, R, Lk)
     qb = q[bs, hs, start:stop].flip(2).reshape(n, rows, -1)  # rows reversed like the view
-    gb = grad_out[bs, hs, start:stop].flip(2).reshape(n, rows, -1)
+    gb = grad_out[bs, hs, start:stop].flip(2)  # (nb, g, R, Dv)
+    # rowsum(dO * O) of the block's rows, reversed like them, in float32 at least: (nb, g, R, 1)
+    wide = torch.promote_types(q.dtype, torch.float32)
+    ob = out[bs, hs, start:stop].flip(2)
+    delta = (gb.to(wide) * ob.to(wide)).sum(-1, keepdim=True).to(q.dtype)
+    gb = gb.reshape(n, rows, -1)
+    kb, vb = _merged(k[bs, hs], n), _merged(v[bs, hs], n)  # (n, Lk, D | Dv)
     if nb == 1:
-        i = bs.start
-        kb, vb, dkb, dvb = k[i, hs], v[i, hs], dk[i, hs], dv[i, hs]  # (g, Lk, D|Dv)
         logits = torch.baddbmm(view, qb, kb.transpose(1, 2), alpha=scale)  # (n, R, Lk)
-    else:  # all heads: the batch and head axes merge without a copy
-        kb, vb = k[bs].view(n, lk, -1), v[bs].view(n, lk, -1)
-        dkb, dvb = dk[bs].view(n, lk, -1), dv[bs].view(n, lk, -1)
-        logits = torch.bmm(qb, kb.transpose(1, 2)).mul_(scale)
-        logits.view(nb, g, rows, lk).add_(view)
+    else:  # the view broadcast over the batch into the product's input: one pass, as above
+        logits = q.new_empty(nb, g, rows, lk)
+        logits.copy_(view)
+        logits = logits.view(n, rows, lk).baddbmm_(qb, kb.transpose(1, 2), alpha=scale)
     if add is not None:
         logits.view(nb, g, rows, lk).add_(_rows_reversed(_sub(add, bs, hs), start, stop))
     if dead is not None:
@@ -677,15 +679,32 @@ def _backward_block(
     del logits
     if dead is not None:
         probs.view(nb, g, rows, lk).masked_fill_(dead, 0.0)
-    dvb.baddbmm_(probs.transpose(1, 2), gb)
+    first = start == 0
+    _add_product(dv[bs, hs], probs.transpose(1, 2), gb, first)  # dv += P^T dO
     dscores = torch.bmm(gb, vb.transpose(1, 2))  # dP (n, R, Lk)
-    delta_b = delta[bs, hs, start:stop].flip(2)  # (nb, g, R, 1)
-    dscores.view(nb, g, rows, lk).sub_(delta_b)
+    dscores.view(nb, g, rows, lk).sub_(delta)
     dscores.mul_(probs)  # dS
     del probs
     acc.add_(dscores if nb == 1 else dscores.view(nb, g, rows, lk).sum(0))
     dq[bs, hs, start:stop] = torch.bmm(dscores, kb).view(nb, g, rows, -1).flip(2).mul_(scale)
-    dkb.baddbmm_(dscores.transpose(1, 2), qb, alpha=scale)
+    _add_product(dk[bs, hs], dscores.transpose(1, 2), qb, first, scale)  # dk += dS^T q scale
+
+
+def _add_product(t: Tensor, a: Tensor, b: Tensor, first: bool, alpha: float = 1.0) -> None:
+    """``t += alpha * a @ b`` (``t = ...`` when ``first``) for t (nb, g, Lk, D), a
+    (n, Lk, R) and b (n, R, D), n = nb * g: in place by the product itself where t's batch
+    and head axes merge into one (one batch element, or a contiguous t), else through a
+    temporary (several batch elements of a transposed layout)."""
+    try:
+        merged = t.view(a.shape[0], t.shape[-2], t.shape[-1])
+    except RuntimeError:
+        update = torch.bmm(a, b).view(t.shape)
+        if first:
+            torch.mul(update, alpha, out=t)
+        else:
+            t.add_(update, alpha=alpha)
+    else:
+        merged.baddbmm_(a, b, beta=0.0 if first else 1.0, alpha=alpha)
 
 
 # -------------------------------------------------------------------------- flex

@@ -3,13 +3,19 @@ same process, repetitions interleaved so that machine noise hits all variants al
 
 ``tisa bench attention`` times attention with the RBF scorer on each backend (and the
 straightforward dense construction of the bias) against
-:func:`torch.nn.functional.scaled_dot_product_attention` without any positional bias.
+:func:`torch.nn.functional.scaled_dot_product_attention` without any positional bias, with
+q, k, v in either of two layouts: ``bhld``, contiguous (B, H, L, D) tensors, and ``hf``,
+(B, L, H, D) tensors seen as (B, H, L, D) (the transposed views a Hugging Face attention
+layer passes). The whole measurement is repeated ``runs`` times, each run a series of
+interleaved rounds giving one median ratio; a figure is the median over runs, reported
+with its range.
 
 Peak memory on CPU is read from the kernel (``VmHWM`` in ``/proc/self/status``, reset
 through ``/proc/self/clear_refs`` before each measurement). Memory is measured after all
 timings, with glibc's mmap threshold lowered to 64 KiB so that every tensor is mapped on
 allocation and unmapped on release: freed memory then cannot hide the next variant's
-allocations. Timings run with the default allocator, since a low threshold turns every
+allocations. Each variant is called once before its measurement, as before its timings.
+Timings run with the default allocator, since a low threshold turns every
 allocation into page faults and would penalise allocation-heavy variants.
 """
 
@@ -167,6 +173,10 @@ VARIANTS: tuple[str, ...] = (
 )
 
 
+#: layouts of q, k, v: contiguous (B, H, L, D), or (B, L, H, D) transposed (Hugging Face)
+LAYOUTS: tuple[str, ...] = ("bhld", "hf")
+
+
 @dataclass(frozen=True)
 class AttentionBenchConfig:
     """Sizes of the attention benchmark (defaults: the full benchmark; validated).
@@ -185,6 +195,11 @@ class AttentionBenchConfig:
         threads: torch threads while measuring (default: torch's own).
         clock: ``wall`` clock, or the process's ``cpu`` time (steadier with one thread on a
             shared machine).
+        runs: times the whole measurement is repeated (all lengths and layouts, then
+            again); a ratio is the median over runs of each run's median over rounds.
+        layout: q, k, v as contiguous (B, H, L, D) tensors (``bhld``), as (B, L, H, D)
+            tensors transposed to (B, H, L, D) (``hf``, as in Hugging Face models), or
+            ``both``.
     """
 
     lengths: tuple[int, ...] = field(default=(128, 512, 2048), metadata={"cli": {"nargs": "*"}})
@@ -199,11 +214,13 @@ class AttentionBenchConfig:
     )
     threads: int | None = None
     clock: Literal["wall", "cpu"] = "wall"
+    runs: int = 3
+    layout: Literal["bhld", "hf", "both"] = "bhld"
 
     def __post_init__(self) -> None:
         for name in ("lengths", "forward_only_lengths", "variants"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
-        for name in ("batch", "heads", "head_dim", "repeats"):
+        for name in ("batch", "heads", "head_dim", "repeats", "runs"):
             check_int(getattr(self, name), name)
         check_int(self.seed, "seed", minimum=0)
         for length in (*self.lengths, *self.forward_only_lengths):
@@ -214,17 +231,22 @@ class AttentionBenchConfig:
             check_int(self.threads, "threads", minimum=1)
         if self.clock not in CLOCKS:
             raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {self.clock!r}")
+        if self.layout not in LAYOUTS + ("both",):
+            raise ValueError(f"layout must be one of {[*LAYOUTS, 'both']}, got {self.layout!r}")
         unknown = sorted(set(self.variants) - set(VARIANTS))
         if unknown:
             raise ValueError(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
 
 
-def _variants(cfg: AttentionBenchConfig, length: int, backward: bool):
+def _variants(cfg: AttentionBenchConfig, length: int, backward: bool, layout: str = "bhld"):
     b, h, d = cfg.batch, cfg.heads, cfg.head_dim
     gen = torch.Generator().manual_seed(cfg.seed)
-    q, k, v = (torch.randn(b, h, length, d, generator=gen) for _ in range(3))
+    shape = (b, h, length, d) if layout == "bhld" else (b, length, h, d)
+    leaves = [torch.randn(shape, generator=gen) for _ in range(3)]
     if backward:
-        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        leaves = [t.requires_grad_() for t in leaves]
+    # q, k, v (B, H, L, D): the leaves themselves, or views of (B, L, H, D) storage
+    q, k, v = leaves if layout == "bhld" else (t.transpose(1, 2) for t in leaves)
     torch.manual_seed(cfg.seed)
     rbf = scoring.build("rbf", num_heads=h)
     if not backward:
@@ -232,10 +254,12 @@ def _variants(cfg: AttentionBenchConfig, length: int, backward: bool):
 
     def run(fn):
         def call():
-            for t in (q, k, v, *rbf.parameters()):
-                t.grad = None
             if backward:
                 fn().sum().backward()
+                # dropped within the call, so that a call starts without gradients and its
+                # peak memory includes the ones it makes
+                for t in (*leaves, *rbf.parameters()):
+                    t.grad = None
             else:
                 with torch.no_grad():
                     fn()
@@ -304,44 +328,73 @@ def run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool = True) ->
 def _run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool) -> list[dict]:
     from tqdm.auto import tqdm
 
-    jobs = [(n, True) for n in cfg.lengths] + [(n, False) for n in cfg.lengths]
-    jobs += [(n, False) for n in cfg.forward_only_lengths]
+    layouts = LAYOUTS if cfg.layout == "both" else (cfg.layout,)
+    passes = [(n, True) for n in cfg.lengths] + [(n, False) for n in cfg.lengths]
+    passes += [(n, False) for n in cfg.forward_only_lengths]
+    jobs = [(layout, n, backward) for layout in layouts for n, backward in passes]
+    # samples[job][run][variant]: seconds of each round. Runs are the outer loop, so that
+    # a slow moment of the machine falls on one run of every job rather than on all runs
+    # of one job.
+    samples: dict[tuple, list[dict[str, list[float]]]] = {job: [] for job in jobs}
+    steps = tqdm(total=cfg.runs * len(jobs), desc="attention benchmark: time", disable=not progress)
+    for _ in range(cfg.runs):
+        for job in jobs:
+            fns = _variants(cfg, job[1], job[2], job[0])
+            samples[job].append(interleaved_samples(fns, cfg.repeats, cfg.clock))
+            del fns
+            gc.collect()
+            steps.update()
+    steps.close()
+    base = "sdpa, no bias (baseline)"
     rows = []
-    for length, backward in tqdm(jobs, desc="attention benchmark: time", disable=not progress):
-        fns = _variants(cfg, length, backward)
-        samples = interleaved_samples(fns, cfg.repeats, cfg.clock)
-        times = {name: statistics.median(t) for name, t in samples.items()}
-        ratios = round_ratios(samples, "sdpa, no bias (baseline)")
-        pair_t = times.get("rbf bias only: dense pairwise")
-        for name in fns:
-            bias_only = pair_t is not None and name.startswith("rbf bias only")
+    for (layout, length, backward), runs in samples.items():
+        per_run = [round_ratios(run, base) for run in runs]
+        pair = [
+            statistics.median(run["rbf bias only: dense pairwise"])
+            for run in runs
+            if "rbf bias only: dense pairwise" in run
+        ]
+        for name in runs[0]:
+            run_ratios = [r[name]["median"] for r in per_run]
+            seconds = statistics.median(t for run in runs for t in run[name])
+            bias_only = bool(pair) and name.startswith("rbf bias only")
             rows.append(
                 {
+                    "layout": layout,
                     "variant": name,
                     "length": length,
                     "pass": "fwd+bwd" if backward else "fwd",
-                    "seconds": times[name],
-                    "time_ratio": ratios[name]["median"],
-                    "time_ratio_low": ratios[name]["low"],
-                    "time_ratio_high": ratios[name]["high"],
-                    "speedup_vs_pairwise": pair_t / times[name] if bias_only else None,
+                    "seconds": seconds,
+                    "time_ratio": statistics.median(run_ratios),
+                    "time_ratio_low": min(run_ratios),
+                    "time_ratio_high": max(run_ratios),
+                    "run_ratios": run_ratios,
+                    "round_ratio_low": min(r[name]["low"] for r in per_run),
+                    "round_ratio_high": max(r[name]["high"] for r in per_run),
+                    "samples": [run[name] for run in runs],
+                    "speedup_vs_pairwise": (
+                        statistics.median(pair) / seconds if bias_only else None
+                    ),
                     "peak_bytes": None,
                     "memory_ratio": None,
                 }
             )
-        del fns
-        gc.collect()
     exact = _set_mmap_threshold(64 << 10)
     try:
-        for length, backward in tqdm(
+        for layout, length, backward in tqdm(
             jobs, desc="attention benchmark: memory", disable=not progress
         ):
-            fns = _variants(cfg, length, backward)
-            mems = {name: peak_memory(fn) for name, fn in fns.items()}
-            base_m = mems["sdpa, no bias (baseline)"]
+            fns = _variants(cfg, length, backward, layout)
+            mems = {}
+            for name, fn in fns.items():
+                fn()  # a warm-up call, as for the timings: one-off allocations stay out
+                mems[name] = peak_memory(fn)
+            base_m = mems[base]
             pas = "fwd+bwd" if backward else "fwd"
             for r in rows:
-                if r["length"] == length and r["pass"] == pas and r["variant"] in mems:
+                if (r["layout"], r["length"], r["pass"]) == (layout, length, pas) and (
+                    r["variant"] in mems
+                ):
                     m = mems[r["variant"]]
                     r["peak_bytes"] = m
                     r["memory_ratio"] = m / base_m if m is not None and base_m else None
@@ -354,9 +407,11 @@ def _run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool) -> list[
 
 
 def format_table(rows: list[dict]) -> str:
-    """A Markdown table of benchmark rows."""
+    """A Markdown table of benchmark rows: time ratios as the median over runs with their
+    range over runs (over rounds when there was one run)."""
     from tisa.reports.markdown import markdown_table
 
+    several = any(len(r.get("run_ratios", ())) > 1 for r in rows)
     lines = []
     for r in rows:
         mem = "n/a" if r["peak_bytes"] is None else _fmt_bytes(r["peak_bytes"])
@@ -366,10 +421,14 @@ def format_table(rows: list[dict]) -> str:
             if r.get("speedup_vs_pairwise") and "table" in r["variant"]
             else ""
         )
-        low, high = r.get("time_ratio_low"), r.get("time_ratio_high")
+        if several:
+            low, high = r.get("time_ratio_low"), r.get("time_ratio_high")
+        else:
+            low, high = r.get("round_ratio_low"), r.get("round_ratio_high")
         spread = "" if low is None or low == high else f"{low:.2f}-{high:.2f}"
         lines.append(
             [
+                r.get("layout", "bhld"),
                 r["pass"],
                 r["length"],
                 r["variant"],
@@ -379,9 +438,10 @@ def format_table(rows: list[dict]) -> str:
                 mratio,
             ]
         )
-    columns = ["pass", "L", "variant", "time / baseline", "range over rounds"]
+    columns = ["layout", "pass", "L", "variant", "time / baseline"]
+    columns += ["range over runs" if several else "range over rounds"]
     columns += ["peak memory", "memory / baseline"]
-    return markdown_table(columns, lines, align="lrlrrrr")
+    return markdown_table(columns, lines, align="llrlrrrr")
 
 
 def _fmt_bytes(n: int) -> str:

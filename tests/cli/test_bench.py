@@ -88,10 +88,57 @@ def test_cli_writes_table_and_json(tmp_path, capsys):
     assert cli.main(args) == 0
     assert "1 threads, cpu clock" in capsys.readouterr().out
     assert "sdpa + rbf" in md.read_text()
-    assert {r["variant"] for r in json.loads(js.read_text())} == {
-        "sdpa, no bias (baseline)",
-        "sdpa + rbf",
+    written = json.loads(js.read_text())
+    assert {r["variant"] for r in written["rows"]} == {"sdpa, no bias (baseline)", "sdpa + rbf"}
+    assert set(written["provenance"]) == {
+        "commit", "dirty", "command", "torch", "transformers", "python", "cpu", "cpu_count",
+        "threads", "date",
     }
+    assert written["provenance"]["threads"] == 1
+    assert written["config"]["runs"] == 3 and written["config"]["layout"] == "bhld"
+    for r in written["rows"]:  # the raw timings: 3 runs of 1 round
+        assert [len(run) for run in r["samples"]] == [1, 1, 1]
+
+
+def test_runs_and_layouts_give_the_median_over_runs():
+    cfg = bench.AttentionBenchConfig(
+        lengths=(),
+        forward_only_lengths=(24,),
+        batch=2,
+        heads=3,
+        head_dim=8,
+        repeats=2,
+        variants=("sdpa + rbf",),
+        threads=1,
+        runs=3,
+        layout="both",
+    )
+    rows = bench.run_attention_benchmark(cfg, progress=False)
+    assert {(r["layout"], r["variant"]) for r in rows} == {
+        (layout, v) for layout in ("bhld", "hf") for v in ("sdpa, no bias (baseline)", "sdpa + rbf")
+    }
+    for r in rows:
+        assert len(r["run_ratios"]) == 3 and [len(s) for s in r["samples"]] == [2, 2, 2]
+        assert r["time_ratio"] == sorted(r["run_ratios"])[1]
+        assert (r["time_ratio_low"], r["time_ratio_high"]) == (
+            min(r["run_ratios"]),
+            max(r["run_ratios"]),
+        )
+    assert "range over runs" in bench.format_table(rows)
+    with pytest.raises(ValueError, match="layout must be one of"):
+        bench.AttentionBenchConfig(layout="blhd")
+    with pytest.raises(ValueError, match="runs must be an integer >= 1"):
+        bench.AttentionBenchConfig(runs=0)
+
+
+def test_run_metadata_names_the_code_and_the_machine():
+    from tisa.provenance import run_metadata
+
+    meta = run_metadata(["tisa", "bench", "attention", "--variants", "sdpa + rbf"])
+    assert meta["command"] == "tisa bench attention --variants 'sdpa + rbf'"
+    assert meta["torch"] == torch.__version__ and meta["threads"] == torch.get_num_threads()
+    assert meta["commit"] is None or len(meta["commit"]) == 40
+    assert meta["cpu"] and meta["date"].endswith("+00:00")
 
 
 def test_round_ratios_pair_each_round_with_the_baseline():
