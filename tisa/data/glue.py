@@ -157,6 +157,16 @@ def load_glue(
 def _load_hub(
     task: GlueTask, hf_path: str, splits: tuple[str, ...], cache_dir: str | Path | None
 ) -> DatasetDict:
+    from tisa.hub import hub_offline_reason, offline_mode_set
+
+    where = f"could not load GLUE task {task.name!r} from {hf_path!r}"
+    offline = None if Path(hf_path).expanduser().is_dir() else hub_offline_reason()
+    if offline is not None and offline_mode_set() is None:
+        # the libraries are not in offline mode: they would retry for tens of seconds
+        raise FileNotFoundError(
+            f"{where}: {offline} (set HF_HUB_OFFLINE=1 to use the datasets cache). "
+            + HOW_TO_GET_GLUE
+        )
     import datasets
 
     try:
@@ -164,9 +174,8 @@ def _load_hub(
             hf_path, task.name, cache_dir=None if cache_dir is None else str(cache_dir)
         )
     except (FileNotFoundError, ConnectionError) as err:
-        raise FileNotFoundError(
-            f"could not load GLUE task {task.name!r} from {hf_path!r} ({err}). " + HOW_TO_GET_GLUE
-        ) from err
+        why = f"{offline} and it is not in the datasets cache" if offline else str(err)
+        raise FileNotFoundError(f"{where}: {why}. " + HOW_TO_GET_GLUE) from err
     out = {}
     for split in splits:
         if split not in loaded:
