@@ -614,13 +614,19 @@ class _BiasedSDPA(torch.autograd.Function):
         # and added to by the others (no zero fill).
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         dtab = torch.zeros(h, tab.shape[-1], dtype=torch.float32, device=q.device)
+        # Two (n, R, Lk) buffers for every block (logits then dS; probabilities), allocated
+        # once: fresh ones per block went back to the system and were faulted in again
+        # (about a sixth of the backward at L = 512, B = 8, one thread).
+        plan = ctx.plan
+        size = min(b, plan.batch) * min(h, plan.heads) * min(lq, plan.rows) * lk
+        work = (q.new_empty(size), q.new_empty(size))
         acc = None
-        for bs, hs, start, stop in _blocks(ctx.plan, b, h, lq):
+        for bs, hs, start, stop in _blocks(plan, b, h, lq):
             if bs.start == 0:  # a new block of rows and heads: sum dS over the batch here
                 acc = torch.zeros(hs.stop - hs.start, stop - start, lk, device=q.device)
             block = _Block(bs, hs, start, stop)
             _backward_block(
-                q, k, v, out, grad_out, tab, add, dead, ctx.scale, block, dq, dk, dv, acc
+                q, k, v, out, grad_out, tab, add, dead, ctx.scale, block, dq, dk, dv, acc, work
             )
             if bs.stop == b:
                 first = lq - stop  # table column of the block's anti-diagonal 0
@@ -642,7 +648,9 @@ def _merged(t: Tensor, n: int) -> Tensor:
     return t.reshape(n, t.shape[-2], t.shape[-1])
 
 
-def _backward_block(q, k, v, out, grad_out, tab, add, dead, scale, block, dq, dk, dv, acc) -> None:
+def _backward_block(
+    q, k, v, out, grad_out, tab, add, dead, scale, block, dq, dk, dv, acc, work
+) -> None:
     """One block of :class:`_BiasedSDPA`'s backward: writes dq's rows, adds to dk, dv, acc
     (writes dk, dv in the first block of rows).
 
@@ -664,27 +672,25 @@ def _backward_block(q, k, v, out, grad_out, tab, add, dead, scale, block, dq, dk
     delta = (gb.to(wide) * ob.to(wide)).sum(-1, keepdim=True).to(q.dtype)
     gb = gb.reshape(n, rows, -1)
     kb, vb = _merged(k[bs, hs], n), _merged(v[bs, hs], n)  # (n, Lk, D | Dv)
+    logits, probs = (w[: n * rows * lk].view(n, rows, lk) for w in work)  # (n, R, Lk)
     if nb == 1:
-        logits = torch.baddbmm(view, qb, kb.transpose(1, 2), alpha=scale)  # (n, R, Lk)
+        torch.baddbmm(view, qb, kb.transpose(1, 2), alpha=scale, out=logits)
     else:  # the view broadcast over the batch into the product's input: one pass, as above
-        logits = q.new_empty(nb, g, rows, lk)
-        logits.copy_(view)
-        logits = logits.view(n, rows, lk).baddbmm_(qb, kb.transpose(1, 2), alpha=scale)
+        logits.view(nb, g, rows, lk).copy_(view)
+        logits.baddbmm_(qb, kb.transpose(1, 2), alpha=scale)
     if add is not None:
         logits.view(nb, g, rows, lk).add_(_rows_reversed(_sub(add, bs, hs), start, stop))
     if dead is not None:
         dead = _rows_reversed(_sub(dead, bs, hs), start, stop)
         logits.view(nb, g, rows, lk).masked_fill_(dead, 0.0)  # no NaN from an all -inf row
-    probs = torch.softmax(logits, dim=-1)
-    del logits
+    torch.softmax(logits, dim=-1, out=probs)
     if dead is not None:
         probs.view(nb, g, rows, lk).masked_fill_(dead, 0.0)
     first = start == 0
     _add_product(dv[bs, hs], probs.transpose(1, 2), gb, first)  # dv += P^T dO
-    dscores = torch.bmm(gb, vb.transpose(1, 2))  # dP (n, R, Lk)
+    dscores = torch.bmm(gb, vb.transpose(1, 2), out=logits)  # dP (n, R, Lk), over the logits
     dscores.view(nb, g, rows, lk).sub_(delta)
     dscores.mul_(probs)  # dS
-    del probs
     acc.add_(dscores if nb == 1 else dscores.view(nb, g, rows, lk).sum(0))
     dq[bs, hs, start:stop] = torch.bmm(dscores, kb).view(nb, g, rows, -1).flip(2).mul_(scale)
     _add_product(dk[bs, hs], dscores.transpose(1, 2), qb, first, scale)  # dk += dS^T q scale
