@@ -13,19 +13,15 @@ from __future__ import annotations
 import csv
 import io
 import os
-import platform
-import shlex
-import subprocess
-import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from tisa.files import write_atomic
+from tisa.provenance import run_metadata
 
 __all__ = ["CSV_COLUMNS", "provenance", "retrieval_scores", "summarise", "write_csv"]
 
@@ -125,51 +121,12 @@ def summarise(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _git(*args: str) -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", *args],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def provenance(command: Sequence[str] | None = None) -> dict[str, Any]:
-    """What produced a result: the tisa commit (and whether files differed from it), the
-    command line, Python, torch and transformers versions, the CPU, and thread counts.
+    """What produced a result (:func:`tisa.provenance.run_metadata`): the commit, the
+    command line, the builds, the CPU and the thread count.
 
     Args:
         command: the command line as a list (``["tisa", "longeval", ...]``); default the
             running process's arguments.
     """
-    import transformers
-
-    argv = list(sys.argv if command is None else command)
-    status = _git("status", "--porcelain", "--untracked-files=no")
-    return {
-        "commit": _git("rev-parse", "HEAD"),
-        "uncommitted_changes": None if status is None else bool(status),
-        "command": shlex.join(argv),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "platform": platform.platform(),
-        "cpu": _cpu(),
-        "cpu_count": os.cpu_count(),
-        "threads": torch.get_num_threads(),
-    }
+    return run_metadata(command)
