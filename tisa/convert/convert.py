@@ -43,6 +43,7 @@ from typing import Any, Literal
 import torch
 
 from tisa._validate import check_int
+from tisa.console import format_seconds, stage_done
 from tisa.convert.distill import DistillSettings
 
 __all__ = ["ConvertConfig", "ConvertResult", "convert", "finished_conversion"]
@@ -315,6 +316,12 @@ def convert(config: ConvertConfig) -> ConvertResult:
     else:
         student.load_state_dict(saved["student"])
         fit, before, timings = saved["fit"], saved["before"], saved["timings"]
+    if config.progress:
+        how = "reused from fit.pt" if saved is not None else "fitted and evaluated"
+        stage_done(
+            "convert fit",
+            f"{len(fit.fitted_layers)} layers {how} in {format_seconds(timings['fit_s'])}",
+        )
 
     stream = _token_stream(tokenizer, train)
     first, last = tokenizer.cls_token_id, tokenizer.sep_token_id
@@ -330,6 +337,11 @@ def convert(config: ConvertConfig) -> ConvertResult:
             progress=config.progress,
         )
     timings["distill_s"] = sum(c["seconds"] for c in curve)  # over every resume
+    if config.progress and curve:
+        stage_done(
+            "convert distil",
+            f"{settings.steps} steps in {format_seconds(timings['distill_s'])}",
+        )
     after = _evaluate(original, student, tokenizer, sts, eval_texts)
 
     test_stream = _token_stream(tokenizer, test)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from tisa.console import format_seconds, stage_done
 from tisa.data.glue import GlueTask, get_task, load_custom, load_glue
 from tisa.files import json_ready, write_atomic, write_json
 from tisa.hub import model_source
@@ -343,6 +344,7 @@ def _fine_tune(
     from tisa.checkpoints import AtomicCheckpoints, latest_checkpoint, staging_folder
     from tisa.data.glue import compute_metrics
     from tisa.hf import TisaTrainer, positional_parameters, scoring_movement, scoring_snapshot
+    from tisa.train.callbacks import quiet_trainer
     from tisa.train.precision import resolve_bf16
 
     folder = run_dir(config.output_dir, task.name, variant, seed)
@@ -388,6 +390,7 @@ def _fine_tune(
         callbacks=[AtomicCheckpoints(checkpoints), *callbacks],
         **extra,
     )
+    quiet_trainer(trainer, _run_name(task.name, variant, seed), summary=False)  # see run_glue
     train_output = trainer.train(resume_from_checkpoint=None if last is None else str(last))
 
     predictions, labels, eval_loss = {}, {}, {}
@@ -484,6 +487,7 @@ def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -
                 bar.set_postfix_str(f"{task_name} {variant} seed {seed}")
                 result = _fine_tune(config, task, encoded, tokenizer, variant, seed, callbacks)
                 if main:
+                    stage_done(_run_name(task_name, variant, seed), _run_line(result))
                     path = _result_path(config, task_name, variant, seed)
                     write_json(path, {**result, "provenance": run_metadata()})
                     if not config.keep_checkpoints:
@@ -496,6 +500,18 @@ def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -
     if main and runs:
         files = _write_tables(config, runs)
     return GlueResults(runs=runs, summary=summary, files=files, trained=len(pending))
+
+
+def _run_name(task: str, variant: str, seed: int) -> str:
+    """A run's name on the console."""
+    return f"GLUE {task} {variant} seed {seed}"
+
+
+def _run_line(result: dict[str, Any]) -> str:
+    """What the console says of a finished run: its metrics, steps and time."""
+    metrics = ", ".join(f"{k} {v:.4f}" for k, v in result["metrics"].items())
+    took = format_seconds(result["train_runtime_s"])
+    return f"{metrics} ({result['global_step']} steps in {took})"
 
 
 def _result_path(config: GlueConfig, task: str, variant: str, seed: int) -> Path:

@@ -209,10 +209,13 @@ def _tokenizer(config: PretrainConfig, run: Path, args, corpus, resuming: bool):
     saved = run / "tokenizer"
     if resuming and (saved / "tokenizer.json").is_file():
         return load_tokenizer(saved), "run"
+    from tisa.console import format_seconds, stage_done, verbose
+
     source = "trained"
     with args.main_process_first(desc="training the tokenizer"):
         if args.process_index == 0:
             train = corpus["train"]
+            start = time.perf_counter()
 
             def texts():
                 return (t for batch in train.iter(batch_size=1000) for t in batch["text"])
@@ -221,7 +224,8 @@ def _tokenizer(config: PretrainConfig, run: Path, args, corpus, resuming: bool):
                 vocab_size=config.vocab_size,
                 model_max_length=max(config.max_positions, config.seq_len),
                 length=len(train),
-                show_progress=config.progress,
+                # the trainer's own bars (several, not tqdm) only with --verbose
+                show_progress=config.progress and verbose(),
             )
             if config.tokenizer_cache:
                 tok, folder = cached_wordpiece(texts, **settings)
@@ -230,6 +234,9 @@ def _tokenizer(config: PretrainConfig, run: Path, args, corpus, resuming: bool):
             else:
                 tok = train_wordpiece(texts(), **settings)
             tok.save_pretrained(saved)
+            how = f"trained on {len(train):,} texts" if source == "trained" else "from the cache"
+            took = format_seconds(time.perf_counter() - start)
+            stage_done("tokenizer", f"WordPiece, {len(tok):,} tokens, {how}, in {took}")
         else:
             tok = load_tokenizer(saved)
     return tok, source
@@ -285,6 +292,7 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
         EpochCallback,
         MetricsCallback,
         TranslationInvarianceCallback,
+        quiet_trainer,
         truncate_after,
     )
     from tisa.train.masked_lm import build_model
@@ -420,6 +428,7 @@ def pretrain(config: PretrainConfig, *, callbacks: Sequence[Any] = ()) -> Path:
         callbacks=[*trainer_callbacks, *callbacks],
         tisa_learning_rate=config.tisa_learning_rate,
     )
+    quiet_trainer(trainer, f"pretrain {config.size} {config.arch}, {config.position}")
     if checkpoint is not None:
         logger.info("resuming from %s", checkpoint)
     start = time.perf_counter()
