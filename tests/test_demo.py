@@ -18,7 +18,7 @@ def test_scoring_function_values_cover_every_family():
     assert values["alibi"][:, 8].abs().max() == 0
 
 
-def test_demo_end_to_end_writes_report(tmp_path):
+def test_demo_end_to_end_writes_report(tmp_path, capfd):
     from tisa.cli import main
 
     out = tmp_path / "demo"
@@ -72,6 +72,12 @@ def test_demo_end_to_end_writes_report(tmp_path):
     assert record["elapsed_s"] >= sum(record["stages_s"].values()) - 0.1
     assert record["ti_over_training"]["steps"] == [1, 2, 3, 4, 5, 6]
     assert record["settings"]["ti_steps"] == 6 and record["provenance"]["command"]
+    # a console a person can read: bars and one line per stage, no raw logs
+    console = capfd.readouterr()
+    text = console.out + console.err
+    assert text.count("\n") < 60, text
+    assert "Traceback" not in text and "{'loss'" not in text and "{'eval_loss'" not in text
+    assert text.splitlines()[-1].startswith("report: ")
 
 
 def test_ti_trend_text_follows_the_figures():
@@ -127,3 +133,34 @@ def test_demo_refuses_a_pretraining_run_made_with_other_settings(tmp_path, monke
     with pytest.raises(ValueError, match="stop"):
         _pretraining_section(tmp_path, DemoConfig(), [])
     assert seen and {"max_steps", "seed", "tisa_learning_rate"} <= seen[0]
+
+
+@pytest.mark.slow
+def test_demo_console_offline_is_short_and_says_why_glue_is_skipped(tmp_path):
+    """The demo from a folder without GLUE data, offline: under 60 lines, no warning, no
+    raw log, no traceback, and one line saying why the GLUE step is skipped."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(repo), HF_HUB_OFFLINE="1")
+    env.pop("GLUE_DIR", None)
+    args = ["--pretrain-steps", "4", "--glue-steps", "2", "--ti-steps", "6"]
+    args += ["--convert-steps", "2", "--no-analysis-nulls"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "tisa.cli", "demo", "--output-dir", "demo", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=3600,
+    )
+    text = (proc.stdout + proc.stderr).decode()  # not text=True: it makes a newline of \r
+    assert proc.returncode == 0, text[-3000:]
+    assert text.count("\n") < 60, text
+    assert "Traceback" not in text and "{'loss'" not in text
+    assert not re.search(r"^.*:\d+: \w*Warning: ", text, flags=re.MULTILINE), text
+    (skipped,) = [line for line in text.splitlines() if "GLUE step skipped" in line]
+    assert "offline mode is on" in skipped

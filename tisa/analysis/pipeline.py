@@ -274,6 +274,10 @@ def _display_names(sources: list[str]) -> list[str]:
 def _quiet_transformers() -> None:
     from transformers.utils import logging as hf_logging
 
+    from tisa.console import verbose
+
+    if verbose():  # tisa --verbose: the libraries' logs as they are
+        return
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
 

@@ -17,6 +17,13 @@ so each setting is declared once. Everything a user can get wrong ends in one pl
 * Ctrl-C becomes one line saying how to continue (the command's ``INTERRUPTED``) and
   exit code 130, the shell's code for SIGINT.
 
+The console is quiet (:mod:`tisa.console`): one progress bar per stage and one line when
+it ends, no raw Trainer logs and no library warnings a user cannot act on;
+``tisa --verbose <command>`` shows them all. Before a command that may load from the
+Hugging Face hub runs, the hub is checked once (:func:`tisa.hub.use_offline_mode_if_unreachable`):
+when it cannot be reached, offline mode is on for the whole run, so each load uses the
+local caches or fails at once instead of retrying.
+
 Modules are imported lazily so that ``tisa --help`` stays fast and a subcommand's heavy
 imports (transformers, matplotlib) are paid only when it runs.
 """
@@ -24,6 +31,7 @@ imports (transformers, matplotlib) are paid only when it runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -67,6 +75,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
 }
 
+#: The subcommands that may load models or data from the Hugging Face hub, and whose
+#: console :func:`tisa.console.configure` sets up.
+HUB_COMMANDS = frozenset({"demo", "analyze", "pretrain", "extrapolate", "convert", "glue"})
+
 #: What the library raises for input it cannot use: reported as a message, not a traceback.
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError)
 
@@ -100,6 +112,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         "positional scoring functions in transformer language models.",
     )
     parser.add_argument("--version", action="version", version=f"tisa {__version__}")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show the libraries' full logs: the Trainer's log dictionaries, every "
+        "warning, transformers' info messages",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (path, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -118,16 +137,28 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
+    if command in HUB_COMMANDS and not {"-h", "--help"} & set(argv):
+        # before the command's module is imported: the hub libraries read HF_HUB_OFFLINE
+        # when they are imported
+        from tisa.hub import use_offline_mode_if_unreachable
+
+        use_offline_mode_if_unreachable()
     parser = build_parser(command if command in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
     args._argv = argv  # the command line, for commands that record it with their results
     if args.command is None:
         parser.print_help()
         return 2
+    console = contextlib.nullcontext()
+    if args.command in HUB_COMMANDS:
+        from tisa.console import configure
+
+        console = configure(verbose=args.verbose)
     try:
         if getattr(args, "output_dir", None) is not None:
             check_output_dir(args.output_dir, "--output-dir")
-        return int(args._run(args) or 0)
+        with console:
+            return int(args._run(args) or 0)
     except USER_ERRORS as err:
         print(f"tisa {args.command}: error: {err}", file=sys.stderr)
         return 2

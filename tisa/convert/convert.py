@@ -48,6 +48,7 @@ from typing import Any, Literal
 import torch
 
 from tisa._validate import check_int
+from tisa.console import format_seconds, stage_done
 from tisa.convert.distill import DistillSettings
 from tisa.files import RunLock
 
@@ -344,6 +345,12 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
     else:
         student.load_state_dict(saved["student"])
         fit, before, timings = saved["fit"], saved["before"], saved["timings"]
+    if config.progress:
+        how = "reused from fit.pt" if saved is not None else "fitted and evaluated"
+        stage_done(
+            "convert fit",
+            f"{len(fit.fitted_layers)} layers {how} in {format_seconds(timings['fit_s'])}",
+        )
 
     stream = _token_stream(tokenizer, train)
     first, last = tokenizer.cls_token_id, tokenizer.sep_token_id
@@ -359,6 +366,11 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
             progress=config.progress,
         )
     timings["distill_s"] = sum(c["seconds"] for c in curve)  # over every resume
+    if config.progress and curve:
+        stage_done(
+            "convert distil",
+            f"{settings.steps} steps in {format_seconds(timings['distill_s'])}",
+        )
     after = _evaluate(original, student, tokenizer, sts, eval_texts)
 
     test_stream = _token_stream(tokenizer, test)

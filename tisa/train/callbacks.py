@@ -1,5 +1,5 @@
 """Trainer callbacks: masks per epoch, metrics files in the run folder, translation
-invariance over training.
+invariance over training, the console's progress bar.
 
 :class:`EpochCallback` tells the training data which epoch begins, so that masked-LM masks
 change from epoch to epoch and are the same again after a resume.
@@ -23,6 +23,10 @@ absolute position embeddings, how translation invariant its positional machinery
 
 TI(M) = 1 - ||M - T(M)||^2 / ||M - mean(M)||^2 with T(M) the least-squares Toeplitz
 approximation (:func:`tisa.analysis.metrics.translation_invariance`).
+
+:class:`StageProgress` is the Trainer's progress on the console: one named bar with the
+latest losses, one line when training ends (:func:`quiet_trainer` puts it in place of
+the Trainer's own bar and log dictionaries unless ``tisa --verbose``).
 """
 
 from __future__ import annotations
@@ -44,9 +48,11 @@ __all__ = [
     "EpochCallback",
     "LogAtCheckpoints",
     "MetricsCallback",
+    "StageProgress",
     "TranslationInvarianceCallback",
     "elapsed_before",
     "latest_eval_loss",
+    "quiet_trainer",
     "truncate_after",
 ]
 
@@ -211,6 +217,113 @@ class MetricsCallback(TrainerCallback):
             if new:
                 writer.writeheader()
             writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in METRIC_COLUMNS})
+
+
+class StageProgress(TrainerCallback):
+    """One named progress bar for a Trainer's training (steps, time left, latest losses)
+    and one line when it ends: ``<name>: <steps> steps in <time>, loss <x>, eval loss <y>``.
+
+    Evaluation shows in the bar's postfix during training and as a bar of its own
+    (``<name>: evaluating``) after it. Nothing is printed on processes other than the
+    main one; no bar when the Trainer's ``disable_tqdm`` is set (the line still is).
+
+    Args:
+        name: the stage's name on the console (e.g. ``"pretrain tisa"``).
+        summary: print the line at the end of training (off when the caller prints its
+            own, e.g. a GLUE run's score).
+    """
+
+    def __init__(self, name: str, *, summary: bool = True) -> None:
+        self.name = name
+        self.summary = summary
+        self._bar = None
+        self._eval_bar = None
+        self._start = time.perf_counter()
+        self._first_step = 0
+        self._losses: dict[str, float] = {}
+        self._eval_done = 0  # batches of the evaluation under way during training
+
+    def _tqdm(self, **kwargs):
+        from tqdm.auto import tqdm
+
+        return tqdm(dynamic_ncols=True, leave=False, **kwargs)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._start = time.perf_counter()
+        self._first_step = int(state.global_step)
+        if state.is_world_process_zero and not args.disable_tqdm:
+            self._bar = self._tqdm(
+                total=state.max_steps, initial=state.global_step, desc=self.name, unit="step"
+            )
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._bar is not None:
+            self._bar.update(state.global_step - self._bar.n)
+
+    def on_prediction_step(self, args, state, control, eval_dataloader=None, **kwargs):
+        if not state.is_world_process_zero or args.disable_tqdm:
+            return
+        total = len(eval_dataloader) if hasattr(eval_dataloader, "__len__") else None
+        if self._bar is not None:  # evaluation during training: in the training bar
+            self._eval_done += 1
+            self._bar.set_postfix_str(f"evaluating {self._eval_done}/{total or '?'}")
+            return
+        if self._eval_bar is None:
+            self._eval_bar = self._tqdm(total=total, desc=f"{self.name}: evaluating", unit="batch")
+        self._eval_bar.update(1)
+
+    def _end_evaluation(self) -> None:
+        self._eval_done = 0
+        if self._eval_bar is not None:
+            self._eval_bar.close()
+            self._eval_bar = None
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        self._end_evaluation()
+
+    def on_predict(self, args, state, control, **kwargs):
+        self._end_evaluation()
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        for key in ("loss", "eval_loss"):
+            if logs and key in logs:
+                self._losses[key] = float(logs[key])
+        if self._bar is not None:
+            shown = {k.replace("_", " "): f"{v:.4g}" for k, v in self._losses.items()}
+            self._bar.set_postfix(shown)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        from tisa.console import format_seconds, stage_done
+
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        if not (self.summary and state.is_world_process_zero):
+            return
+        steps = int(state.global_step) - self._first_step
+        text = f"{steps} steps in {format_seconds(time.perf_counter() - self._start)}"
+        if self._first_step:
+            text += f" (resumed at step {self._first_step})"
+        for key, label in (("loss", "loss"), ("eval_loss", "eval loss")):
+            if key in self._losses:
+                text += f", {label} {self._losses[key]:.4g}"
+        stage_done(self.name, text)
+
+
+def quiet_trainer(trainer: Any, name: str, *, summary: bool = True) -> Any:
+    """Puts :class:`StageProgress` in place of the Trainer's progress bar and log printer
+    (its raw log dictionaries), unless the console is verbose (``tisa --verbose``);
+    returns the trainer. The Trainer's other callbacks (metrics files) are untouched."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    from tisa.console import verbose
+
+    if verbose():
+        return trainer
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(StageProgress(name, summary=summary))
+    return trainer
 
 
 def _perplexity(loss: float) -> float:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from tisa.console import format_seconds, stage_done
 from tisa.data.glue import GlueTask, get_task, load_custom, load_glue
 from tisa.files import RunLock, json_ready, write_atomic, write_json
 from tisa.hub import model_source
@@ -416,7 +417,7 @@ def _fine_tune(
     from tisa.checkpoints import AtomicCheckpoints, latest_checkpoint, staging_folder, trainer_step
     from tisa.data.glue import compute_metrics
     from tisa.hf import TisaTrainer, positional_parameters, scoring_movement, scoring_snapshot
-    from tisa.train.callbacks import LogAtCheckpoints
+    from tisa.train.callbacks import LogAtCheckpoints, quiet_trainer
     from tisa.train.precision import resolve_bf16
 
     folder = run_dir(config.output_dir, task.name, variant, seed)
@@ -463,6 +464,7 @@ def _fine_tune(
         **extra,
     )
     resumed_at = 0 if last is None else trainer_step(last)  # (pruned once a later one is saved)
+    quiet_trainer(trainer, _run_name(task.name, variant, seed), summary=False)  # see run_glue
     train_output = trainer.train(resume_from_checkpoint=None if last is None else str(last))
     part_steps = int(train_output.global_step) - resumed_at
     part_loss = float(train_output.training_loss)  # the Trainer's: this process's steps only
@@ -576,6 +578,7 @@ def _run_glue(
                 bar.set_postfix_str(f"{task_name} {variant} seed {seed}")
                 result = _fine_tune(config, task, encoded, tokenizer, variant, seed, callbacks)
                 if main:
+                    stage_done(_run_name(task_name, variant, seed), _run_line(result))
                     path = _result_path(config, task_name, variant, seed)
                     write_json(path, {**result, "provenance": run_metadata()})
                     if not config.keep_checkpoints:
@@ -588,6 +591,18 @@ def _run_glue(
     if main and runs:
         files = _write_tables(config, runs)
     return GlueResults(runs=runs, summary=summary, files=files, trained=len(pending))
+
+
+def _run_name(task: str, variant: str, seed: int) -> str:
+    """A run's name on the console."""
+    return f"GLUE {task} {variant} seed {seed}"
+
+
+def _run_line(result: dict[str, Any]) -> str:
+    """What the console says of a finished run: its metrics, steps and time."""
+    metrics = ", ".join(f"{k} {v:.4f}" for k, v in result["metrics"].items())
+    took = format_seconds(result["train_runtime_s"])
+    return f"{metrics} ({result['global_step']} steps in {took})"
 
 
 def _result_path(config: GlueConfig, task: str, variant: str, seed: int) -> Path:

@@ -209,10 +209,13 @@ def _tokenizer(config: PretrainConfig, run: Path, args, corpus, resuming: bool):
     saved = run / "tokenizer"
     if resuming and (saved / "tokenizer.json").is_file():
         return load_tokenizer(saved), "run"
+    from tisa.console import format_seconds, stage_done, verbose
+
     source = "trained"
     with args.main_process_first(desc="training the tokenizer"):
         if args.process_index == 0:
             train = corpus["train"]
+            start = time.perf_counter()
 
             def texts():
                 return (t for batch in train.iter(batch_size=1000) for t in batch["text"])
@@ -221,7 +224,8 @@ def _tokenizer(config: PretrainConfig, run: Path, args, corpus, resuming: bool):
                 vocab_size=config.vocab_size,
                 model_max_length=max(config.max_positions, config.seq_len),
                 length=len(train),
-                show_progress=config.progress,
+                # the trainer's own bars (several, not tqdm) only with --verbose
+                show_progress=config.progress and verbose(),
             )
             if config.tokenizer_cache:
                 tok, folder = cached_wordpiece(texts, **settings)
@@ -230,6 +234,9 @@ def _tokenizer(config: PretrainConfig, run: Path, args, corpus, resuming: bool):
             else:
                 tok = train_wordpiece(texts(), **settings)
             tok.save_pretrained(saved)
+            how = f"trained on {len(train):,} texts" if source == "trained" else "from the cache"
+            took = format_seconds(time.perf_counter() - start)
+            stage_done("tokenizer", f"WordPiece, {len(tok):,} tokens, {how}, in {took}")
         else:
             tok = load_tokenizer(saved)
     return tok, source
@@ -296,6 +303,7 @@ def _pretrain(config: PretrainConfig, callbacks: Sequence[Any], lock: RunLock) -
         MetricsCallback,
         TranslationInvarianceCallback,
         elapsed_before,
+        quiet_trainer,
         truncate_after,
     )
     from tisa.train.masked_lm import build_model, scoring_family
@@ -436,6 +444,7 @@ def _pretrain(config: PretrainConfig, callbacks: Sequence[Any], lock: RunLock) -
         tisa_learning_rate=config.tisa_learning_rate,
     )
     before = 0.0
+    quiet_trainer(trainer, f"pretrain {config.size} {config.arch}, {config.position}")
     if checkpoint is not None:
         before = elapsed_before(run, trainer_step(checkpoint))
         logger.warning(
