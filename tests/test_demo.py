@@ -77,7 +77,7 @@ def test_demo_end_to_end_writes_report(tmp_path, capfd):
     text = console.out + console.err
     assert text.count("\n") < 60, text
     assert "Traceback" not in text and "{'loss'" not in text and "{'eval_loss'" not in text
-    assert text.splitlines()[-1].startswith("report: ")
+    assert console.out.splitlines()[-1].startswith("report: ")  # the bars go to stderr
 
 
 def test_ti_trend_text_follows_the_figures():

@@ -74,7 +74,8 @@ def test_every_position_scheme_trains(position):
     absolute = position in ("absolute", "absolute+tisa")
     assert has_absolute_positions(model) == absolute
     assert (counts["absolute"] > 0) == absolute
-    learned = ("tisa", "absolute+tisa", "t5", "kerple_log", "rbf_linear", "rbf_log", "rbf_logdist")
+    learned = ("tisa", "absolute+tisa", "t5", "kerple_log", "rbf_linear", "rbf_log", "rbf_logdist",
+               "alibi_learned", "fire")
     assert (counts["tisa"] > 0) == (position in learned)
     if position in ("tisa", "absolute+tisa"):
         assert counts["tisa"] == 3 * 5 * 2 * 2  # 3 parameters x S kernels x H heads x layers

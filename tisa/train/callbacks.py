@@ -244,9 +244,14 @@ class StageProgress(TrainerCallback):
         self._eval_done = 0  # batches of the evaluation under way during training
 
     def _tqdm(self, **kwargs):
+        import sys
+
         from tqdm.auto import tqdm
 
-        return tqdm(dynamic_ncols=True, leave=False, **kwargs)
+        # into a file or a pipe, a bar below another (GLUE's runs) writes a new line per
+        # refresh: refresh it rarely there, as a person reads a log, not a terminal
+        every = 0.1 if sys.stderr.isatty() else 30.0
+        return tqdm(dynamic_ncols=True, leave=False, mininterval=every, **kwargs)
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._start = time.perf_counter()
