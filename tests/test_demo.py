@@ -18,6 +18,7 @@ def test_scoring_function_values_cover_every_family():
     assert values["alibi"][:, 8].abs().max() == 0
 
 
+@pytest.mark.slow  # the whole job end to end; the slow tier (CI runs it)
 def test_demo_end_to_end_writes_report(tmp_path, capfd):
     from tisa.cli import main
 

@@ -183,6 +183,7 @@ _KILL_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a killed subprocess and its resume; the slow tier (CI runs it)
 def test_resume_after_kill_matches_uninterrupted_run(tmp_path, caplog):
     settings = dict(TINY, max_steps=8, save_steps=4, eval_steps=4, seed=7)
     straight = tmp_path / "straight"
@@ -259,6 +260,7 @@ _DDP_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # two processes under torchrun; the slow tier (CI runs it)
 def test_data_parallel_with_torchrun(tmp_path):
     """Two gloo processes train one model: identical weights on both ranks afterwards."""
     torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))

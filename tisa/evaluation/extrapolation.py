@@ -285,18 +285,27 @@ def with_scoring_options(model, options: dict[str, Any], *, label: str = "model"
 
 def _masked_loss(model, inputs, labels, config: ExtrapolateConfig, device, desc: str) -> tuple:
     """(sum of cross-entropies, scored tokens) of a masked LM on (N, L) masked blocks."""
+    return _masked_loss_sum(
+        model, inputs, labels, batch_tokens=config.batch_tokens, device=device,
+        progress=config.progress, desc=desc,
+    )
+
+
+def _masked_loss_sum(
+    model, inputs, labels, *, batch_tokens: int, device, progress: bool, desc: str | None
+) -> tuple[float, int]:
+    """(sum of cross-entropies, scored tokens) of a masked LM on (N, L) inputs and labels
+    (-100: not scored), in batches of about ``batch_tokens`` tokens."""
     import torch
     from tqdm.auto import tqdm
 
     from tisa.train.masked_lm import masked_lm_forward
 
-    length = inputs.shape[1]
-    batch = max(1, config.batch_tokens // length)
+    batch = max(1, batch_tokens // inputs.shape[1])
     total, count = 0.0, 0
     with torch.inference_mode():
-        for start in tqdm(
-            range(0, inputs.shape[0], batch), desc=desc, disable=not config.progress, leave=False
-        ):
+        starts = range(0, inputs.shape[0], batch)
+        for start in tqdm(starts, desc=desc, disable=not progress or desc is None, leave=False):
             x = inputs[start : start + batch].to(device)
             y = labels[start : start + batch].to(device)
             n = int((y != -100).sum())
@@ -417,8 +426,6 @@ def masked_windows_loss(
     """
     import torch
 
-    from tisa.train.masked_lm import masked_lm_forward
-
     total, count = 0.0, 0
     with torch.inference_mode():
         for _, group in _group_by_length(windows).items():
@@ -433,19 +440,12 @@ def masked_windows_loss(
                     y = torch.cat([y.new_tensor([-100]), y, y.new_tensor([-100])])
                 xs.append(x)
                 ys.append(y)
-            x_all, y_all = torch.stack(xs), torch.stack(ys)
-            batch = max(1, batch_tokens // x_all.shape[1])
-            for start in range(0, x_all.shape[0], batch):
-                x = x_all[start : start + batch].to(device)
-                y = y_all[start : start + batch].to(device)
-                n = int((y != -100).sum())
-                if n == 0:
-                    continue
-                loss = masked_lm_forward(
-                    model, labels=y, input_ids=x, token_type_ids=torch.zeros_like(x)
-                ).loss
-                total += float(loss) * n
-                count += n
+            part, n = _masked_loss_sum(
+                model, torch.stack(xs), torch.stack(ys), batch_tokens=batch_tokens,
+                device=device, progress=False, desc=None,
+            )
+            total += part
+            count += n
     return total, count
 
 
