@@ -1,10 +1,9 @@
-"""Scores, tables and the provenance of a ``tisa longeval`` run.
+"""Scores and tables of a ``tisa longeval`` run.
 
 * :func:`retrieval_scores`: Acc@1 and MRR of one cell from the query and document
   embeddings (cosine similarity; ties shared, see the function);
 * :func:`summarise`: the cells averaged over depths and seeds, per (model, strategy,
   task, length), and per depth;
-* :func:`provenance`: what produced the numbers (commit, command, versions, CPU, threads);
 * :func:`write_csv`: one row per cell.
 """
 
@@ -21,9 +20,8 @@ from typing import Any
 from torch import Tensor, nn
 
 from tisa.files import write_atomic
-from tisa.provenance import run_metadata
 
-__all__ = ["CSV_COLUMNS", "provenance", "retrieval_scores", "summarise", "write_csv"]
+__all__ = ["CSV_COLUMNS", "retrieval_scores", "summarise", "write_csv"]
 
 
 def retrieval_scores(queries: Tensor, documents: Tensor) -> dict[str, Any]:
@@ -121,12 +119,3 @@ def summarise(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def provenance(command: Sequence[str] | None = None) -> dict[str, Any]:
-    """What produced a result (:func:`tisa.provenance.run_metadata`): the commit, the
-    command line, the builds, the CPU and the thread count.
-
-    Args:
-        command: the command line as a list (``["tisa", "longeval", ...]``); default the
-            running process's arguments.
-    """
-    return run_metadata(command)

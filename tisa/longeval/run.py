@@ -234,9 +234,10 @@ def longeval(config: LongEvalConfig, *, command: list[str] | None = None) -> Lon
 
     from tisa._validate import check_output_dir
     from tisa.longeval.report import write_longeval_report
-    from tisa.longeval.results import provenance, summarise, write_csv
+    from tisa.longeval.results import summarise, write_csv
     from tisa.longeval.strategies import make_strategy
     from tisa.longeval.tasks import build_cell
+    from tisa.provenance import run_metadata
 
     out = check_output_dir(config.output_dir, "output_dir")
     threads = torch.get_num_threads()
@@ -264,7 +265,7 @@ def longeval(config: LongEvalConfig, *, command: list[str] | None = None) -> Lon
                 )
             plans.append((name, encoder, facts, [make_strategy(s, encoder) for s in names]))
         out.mkdir(parents=True, exist_ok=True)
-        meta = provenance(command)
+        meta = run_metadata(command)
         # the memory reading collects garbage before each cell: keep what is loaded now
         # (models, libraries) out of those collections, or each would take a second
         gc.collect()
