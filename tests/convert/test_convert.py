@@ -16,6 +16,7 @@ from tisa.cli import main
 from tisa.convert import distill as distill_lib
 from tisa.convert.convert import ConvertConfig, convert
 from tisa.convert.distill import DistillSettings
+from tisa.provenance import sha256_file
 
 GLUE_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "glue"
 
@@ -190,6 +191,7 @@ def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts
         "threads": torch.get_num_threads(),
     }
     assert (out / "model" / "config.json").is_file()
+    assert metrics["weights_sha256"] == sha256_file(out / "model" / "model.safetensors")
     # without distillation the saved model's scorers are the fit, layer by layer, head by head
     fit = torch.load(out / "fit.pt", weights_only=True)["fit"]
     offsets = fit["original"]["offsets"]

@@ -272,7 +272,7 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
     from tisa.convert.student import build_student, fit_layers
     from tisa.data.corpus import ptb_lines
     from tisa.files import write_atomic, write_json
-    from tisa.provenance import run_metadata
+    from tisa.provenance import run_metadata, sha256_file
 
     out = Path(config.output_dir)
     if _check_output(out, config.overwrite):
@@ -424,6 +424,8 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
         "positions": limit,
         # the weights repeat bit for bit only with the same torch build and thread count
         "environment": {"torch": torch.__version__, "threads": torch.get_num_threads()},
+        # the weights stay out of a results folder; their digest says which ones these are
+        "weights_sha256": sha256_file(out / "model" / "model.safetensors"),
     }
     if sts is not None:
         metrics["sts_relative"] = after["sts_spearman"] / before["original"]["sts_spearman"]
