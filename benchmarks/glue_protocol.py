@@ -119,7 +119,7 @@ def _spawn(args: argparse.Namespace, jobs: list[list[str]]) -> None:
 
 
 def sweep(args: argparse.Namespace) -> int:
-    from tisa.train.glue import GlueConfig, run_glue
+    from tisa.glue.run import GlueConfig, run_glue
 
     seeds = tuple(args.seeds or SWEEP_SEEDS)
     chosen = [c for c in SWEEP if not args.only or c[0] in args.only]
@@ -155,7 +155,7 @@ def sweep(args: argparse.Namespace) -> int:
 
 def _sweep_runs(folder: Path, seeds=SWEEP_SEEDS) -> dict[str, dict[str, list[float]]]:
     """candidate -> task -> held-out scores of the finished seeds among ``seeds``."""
-    from tisa.train.glue import run_dir
+    from tisa.glue.run import run_dir
 
     out: dict[str, dict[str, list[float]]] = {}
     for name, variant, *_ in SWEEP:
@@ -237,7 +237,7 @@ def select(args: argparse.Namespace) -> int:
 
 
 def _protocol_config(args, model: str, variants, output_dir: Path, **extra):
-    from tisa.train.glue import GlueConfig
+    from tisa.glue.run import GlueConfig
 
     return GlueConfig(
         model=model,
@@ -260,7 +260,7 @@ def _task_jobs(args, stage: str, folder: Path, variants, flags: list[str]) -> li
     """(minutes, job) per (seed, task) of ``stage`` that has a variant still unfinished in
     ``folder``; a job runs every variant of its pair. Finished means what it means to
     ``tisa glue`` (an empty or cut-short result.json is a run still to do)."""
-    from tisa.train.glue import _load_result, run_dir
+    from tisa.glue.run import _load_result, run_dir
 
     def finished(task: str, seed: int) -> bool:
         paths = (run_dir(folder, task, v, seed) / "result.json" for v in variants)
@@ -311,8 +311,8 @@ def _protocol_jobs(args: argparse.Namespace) -> list[tuple]:
 
 
 def protocol(args: argparse.Namespace) -> int:
-    from tisa.train.glue import run_glue
-    from tisa.train.glue_results import summary_markdown
+    from tisa.glue.results import summary_markdown
+    from tisa.glue.run import run_glue
 
     variants, extra = _protocol_settings(args)
     if args.parallel > 1:
@@ -393,8 +393,8 @@ def _converted_jobs(args: argparse.Namespace) -> list[tuple]:
 
 
 def converted(args: argparse.Namespace) -> int:
-    from tisa.train.glue import run_glue
-    from tisa.train.glue_results import summary_markdown
+    from tisa.glue.results import summary_markdown
+    from tisa.glue.run import run_glue
 
     jobs = _converted_jobs(args)  # checks the model first
     if args.parallel > 1:
@@ -468,8 +468,7 @@ def _stock_runs(folder: Path) -> list[dict]:
 
 def summary(args: argparse.Namespace) -> int:
     from tisa.files import write_atomic, write_json
-    from tisa.provenance import run_metadata
-    from tisa.train.glue_results import (
+    from tisa.glue.results import (
         parity_comparison,
         parity_markdown,
         seedwise_parity,
@@ -478,6 +477,7 @@ def summary(args: argparse.Namespace) -> int:
         summary_csv,
         summary_markdown,
     )
+    from tisa.provenance import run_metadata
 
     runs = _runs(args.protocol_dir) + _runs(args.converted_dir, {"none": "converted"})
     # --seeds / --tasks: a table of those alone (e.g. the seeds finished so far on every task)
@@ -529,9 +529,9 @@ def summary(args: argparse.Namespace) -> int:
             "provenance": run_metadata(),
         },
     )
+    from tisa.glue.report import write_glue_report
     from tisa.reports.charts import glue_results
     from tisa.reports.figures import figure_png
-    from tisa.reports.glue import write_glue_report
 
     chart = figure_png(glue_results(table))
     write_atomic(out / "results.png", chart)

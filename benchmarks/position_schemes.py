@@ -110,7 +110,7 @@ def parse_spec(text: str) -> RunSpec:
     Raises:
         ValueError: an empty label or scheme, or a malformed KEY=VALUE.
     """
-    from tisa.train.pretrain_config import PretrainConfig, parse_options
+    from tisa.pretrain.config import PretrainConfig, parse_options
 
     head, *items = text.split(":")
     label, sep, position = head.partition("=")
@@ -169,8 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
+    from tisa.analysis.positional_ti import position_table_ti
     from tisa.checkpoints import run_status
-    from tisa.train.pretrain import PretrainConfig, pretrain_or_reuse
+    from tisa.pretrain.run import PretrainConfig, pretrain_or_reuse
 
     try:
         specs = [parse_spec(s) for s in args.positions]
@@ -216,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== pretraining {spec.label}: {action}", flush=True)
         try:  # a finished run is reused (if trained with these settings), a broken one resumed
             must = MUST_MATCH + tuple(k for k in spec.settings if k not in MUST_MATCH)
-            runs[spec.label] = pretrain_or_reuse(config, must_match=must)
+            runs[spec.label] = pretrain_or_reuse(
+                config, must_match=must, ti_measure=position_table_ti
+            )
         except ValueError as err:
             raise SystemExit(str(err)) from err
     if args.train_only:
@@ -255,9 +258,9 @@ def has_positional_parameters(spec: RunSpec) -> bool:
         ValueError: an unknown scheme or a scoring option its family does not take.
     """
     from tisa.hf.settings import takes_num_kernels
+    from tisa.pretrain.config import parse_options
+    from tisa.pretrain.schemes import scoring_family
     from tisa.scoring import build
-    from tisa.train.masked_lm import scoring_family
-    from tisa.train.pretrain_config import parse_options
 
     family = scoring_family(spec.position)
     if family is None:
@@ -384,8 +387,8 @@ def _sweep_markdown(selection: dict[str, Any]) -> str:
 
 def _summarise(runs: dict[str, Path], args: argparse.Namespace) -> dict[str, Any]:
     """Extrapolation of every run and variant, and the facts of each run, as plain data."""
-    from tisa.evaluation.extrapolation import extrapolate
     from tisa.files import read_jsonl
+    from tisa.pretrain.extrapolation import extrapolate
 
     results = extrapolate(
         list(runs.values()),
@@ -607,8 +610,8 @@ def _markdown(summary: dict, lengths: list[int]) -> str:
 def _report(summary: dict, runs: dict[str, Path], args: argparse.Namespace) -> Path:
     """report.html: the summary table, loss curves, extrapolation, TI over training and
     the learned f_h of every run with scoring functions."""
+    from tisa.analysis.training_report import loss_curves_section
     from tisa.reports.html import Image, Section, Table, write_report
-    from tisa.reports.training import loss_curves_section
 
     lengths = args.lengths
     rows = [
@@ -652,7 +655,7 @@ def _report(summary: dict, runs: dict[str, Path], args: argparse.Namespace) -> P
     ]
     training = _training_ti(runs)
     if training is not None:
-        from tisa.reports.training import ti_over_training_section
+        from tisa.analysis.training_report import ti_over_training_section
 
         sections.append(
             ti_over_training_section(
@@ -681,7 +684,7 @@ def _learned_functions(runs: dict[str, Path], max_offset: int) -> list:
     import torch
 
     from tisa.analysis.extract import tisa_scorers
-    from tisa.analysis.loading import load_model
+    from tisa.hf.loading import load_model
     from tisa.reports.charts import scoring_curves
     from tisa.reports.figures import figure_png
     from tisa.reports.html import Image, Section

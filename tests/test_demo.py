@@ -121,12 +121,12 @@ def test_demo_conversion_section(tmp_path):
 def test_demo_refuses_a_pretraining_run_made_with_other_settings(tmp_path, monkeypatch):
     """The demo's pretraining reuses a finished run only if it was trained with the demo's
     steps, seed and scoring rate (pretrain_or_reuse's must_match)."""
-    import tisa.train.pretrain as pretrain_lib
+    import tisa.pretrain.run as pretrain_lib
     from tisa.demo import DemoConfig, _pretraining_section
 
     seen = []
 
-    def record(config, *, must_match=()):
+    def record(config, *, must_match=(), ti_measure=None):
         seen.append(set(must_match))
         raise ValueError("stop")
 

@@ -3,7 +3,7 @@
 By default (``tisa <command>``) the libraries speak only when something went wrong:
 transformers and datasets log errors only, the datasets progress bars (for maps that take
 a fraction of a second) are off, the Trainer's raw log dictionaries are replaced by one
-named bar (:class:`tisa.train.callbacks.StageProgress`), and the Python warnings in
+named bar (:class:`tisa.hf.trainer.StageProgress`), and the Python warnings in
 :data:`QUIET_WARNINGS`, which a user cannot act on, are not shown. The metrics still go
 to the run folder's files. ``tisa --verbose <command>`` (:func:`configure` with
 ``verbose=True``) shows all of it: the Trainer's dictionaries, every warning and

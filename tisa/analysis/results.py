@@ -3,7 +3,7 @@
 :func:`tisa.analysis.analyze` returns an :class:`AnalysisResult`: per model a
 :class:`ModelAnalysis` with the numbers *and* the matrices they were computed from (for
 figures), and optionally the :class:`~tisa.analysis.training.TrainingTI` of a run. Reports
-(:mod:`tisa.reports.analysis`) draw from these objects and compute nothing themselves;
+(:mod:`tisa.analysis.report`) draw from these objects and compute nothing themselves;
 ``to_dict()`` gives the plain data written to ``metrics.json``.
 
 Letters: L positions, E embedding size, H heads, N layers.
@@ -20,10 +20,10 @@ import torch
 from torch import Tensor
 
 from tisa.analysis.extract import ScoringProfiles
-from tisa.analysis.metrics import OffsetProfile
 from tisa.analysis.nulls import NullBaselines
 from tisa.analysis.probes import ProbeResult
 from tisa.analysis.training import TrainingTI
+from tisa.metrics import OffsetProfile
 
 __all__ = [
     "AnalysisResult",

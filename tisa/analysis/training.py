@@ -10,7 +10,7 @@ then, and Spearman's rank correlation of each TI series with the step and with t
   and, with ``null_draws``, every figure's null baselines at every checkpoint
   (:mod:`tisa.analysis.baselines`), or
 * from the ``ti.jsonl`` that ``tisa pretrain`` writes while it trains
-  (:func:`read_ti_log`; see :class:`tisa.train.callbacks.TranslationInvarianceCallback`),
+  (:func:`read_ti_log`; see :class:`tisa.pretrain.callbacks.TranslationInvarianceCallback`),
   which holds the three series of :data:`SERIES` only.
 
 Both measure with :meth:`tisa.analysis.extract.PositionalTerms.translation_invariance`.
@@ -263,8 +263,8 @@ def ti_over_training(
 
     from tisa._validate import check_int
     from tisa.analysis.baselines import table_nulls
-    from tisa.analysis.loading import load_model
-    from tisa.analysis.metrics import translation_invariance
+    from tisa.hf.loading import load_model
+    from tisa.metrics import translation_invariance
 
     if check_int(null_draws, "null_draws", minimum=0) == 1:
         raise ValueError("null_draws must be 0 (no nulls) or >= 2, got 1")

@@ -1,5 +1,5 @@
-"""``tisa glue``: the command line of :func:`tisa.train.glue.run_glue` (options:
-:class:`tisa.train.glue.GlueConfig`)."""
+"""``tisa glue``: the command line of :func:`tisa.glue.run.run_glue` (options:
+:class:`tisa.glue.run.GlueConfig`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import argparse
 
 from tisa.cli import is_main_process
 from tisa.cli.args import add_config_arguments, config_from_args
-from tisa.train.glue import GlueConfig, run_glue
-from tisa.train.glue_results import summary_markdown
+from tisa.glue.results import summary_markdown
+from tisa.glue.run import GlueConfig, run_glue
 
 #: What to do after Ctrl-C (printed by :func:`tisa.cli.main`).
 INTERRUPTED = (

@@ -205,8 +205,8 @@ def _sts(glue_dir: str | None, limit: int | None):
 def _evaluate(original, model, tokenizer, sts, texts) -> dict[str, Any]:
     """STS-B Spearman of ``model`` (``None``: of the original) and its fidelity, on inputs
     cut at 128 tokens, or at the original's positions when it has fewer."""
-    from tisa.analysis.extract import num_positions
     from tisa.convert.evaluate import fidelity, sts_spearman
+    from tisa.hf.architectures import num_positions
 
     length = min(128, num_positions(original))
     out: dict[str, Any] = {}
@@ -254,7 +254,7 @@ def convert(config: ConvertConfig) -> ConvertResult:
     Raises:
         ValueError: bad settings, a model that cannot be converted (no absolute position
             table, an architecture tisa.hf does not support) or an unusable output folder.
-        tisa.analysis.loading.ModelLoadError: ``model`` is not a loadable model.
+        tisa.hf.loading.ModelLoadError: ``model`` is not a loadable model.
     """
     # two conversions into one folder would overwrite each other's fit and checkpoint
     with RunLock(config.output_dir) as lock:
@@ -265,13 +265,13 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
     """:func:`convert` holding ``lock`` (:class:`tisa.files.RunLock`), taken at once when
     the folder exists, else where it is created (after every check)."""
     import tisa.hf
-    from tisa.analysis.loading import load_model
     from tisa.convert.distill import LengthSampler, distill
     from tisa.convert.evaluate import long_inputs
     from tisa.convert.profiles import text_blocks
     from tisa.convert.student import build_student, fit_layers
     from tisa.data.corpus import ptb_lines
     from tisa.files import write_atomic, write_json
+    from tisa.hf.loading import load_model
     from tisa.provenance import run_metadata
 
     out = Path(config.output_dir)
@@ -286,7 +286,7 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
         raise ValueError(f"model: {err}") from None
     if tisa.hf.is_tisa(original):
         raise ValueError(f"model: {config.model!r} already has TISA; convert a stock model")
-    from tisa.analysis.extract import has_absolute_positions, num_positions
+    from tisa.hf.architectures import has_absolute_positions, num_positions
 
     if not has_absolute_positions(original):
         raise ValueError(f"model: {config.model!r} has no absolute position table to convert")
@@ -430,7 +430,7 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
     metrics["timings"]["total_s"] = timings["fit_s"] + timings["distill_s"]
     metrics["provenance"] = run_metadata()
     write_json(out / "metrics.json", metrics)
-    from tisa.reports.convert import write_convert_report
+    from tisa.convert.report import write_convert_report
 
     report = write_convert_report(out / "report.html", metrics, fit)
     shutil.rmtree(out / "checkpoint", ignore_errors=True)

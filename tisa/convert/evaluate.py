@@ -193,7 +193,7 @@ def long_inputs(
         chunk: the original's limit (its position-table size).
         repeats: timed forwards per length (median).
     """
-    from tisa.bench import peak_memory
+    from tisa.memory import peak_memory
 
     if body.dim() != 1 or body.numel() < max(lengths):
         raise ValueError(f"body: expected at least {max(lengths)} token ids, got {body.numel()}")

@@ -104,7 +104,7 @@ def attention_profiles(
     Returns:
         :class:`AttentionProfiles` (float64).
     """
-    from tisa.analysis.metrics import offset_profile, translation_invariance
+    from tisa.metrics import offset_profile, translation_invariance
 
     if blocks.dim() != 2 or blocks.shape[1] < 4:
         raise ValueError(f"blocks must be (B, L) with L >= 4, got {tuple(blocks.shape)}")

@@ -42,7 +42,7 @@ def _base(model: nn.Module) -> nn.Module:
 
 def mean_position_row(model: nn.Module, positions: int) -> Tensor:
     """Mean of the position-table rows of positions 0..positions-1: (E,)."""
-    from tisa.analysis.extract import position_embeddings
+    from tisa.hf.architectures import position_embeddings
 
     return position_embeddings(model, max_positions=positions).mean(0)
 

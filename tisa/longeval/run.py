@@ -77,8 +77,8 @@ def load_encoder(name: str, *, batch_size: int = 1):
     from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
     import tisa.hf
-    from tisa.analysis.loading import load_model
     from tisa.hf.architectures import architecture_of
+    from tisa.hf.loading import load_model
     from tisa.hf.sentence_transformers import read_pooling
     from tisa.hub import model_source
     from tisa.longeval.strategies import Encoder
@@ -180,8 +180,8 @@ def _read_cell(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _run_cell(strategy, encoder, cell) -> dict[str, Any]:
-    from tisa.bench import peak_memory
     from tisa.longeval.results import retrieval_scores
+    from tisa.memory import peak_memory
 
     held: dict[str, Any] = {}
     strategy.prepare(cell.length)
