@@ -18,7 +18,6 @@ pretrained model.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -193,8 +192,7 @@ class TisaSettings:
 
 def _constructor_options(family: str) -> set[str]:
     """Keyword arguments a scoring family takes besides ``num_heads``."""
-    params = inspect.signature(REGISTRY[family].__init__).parameters
-    return set(params) - {"self", "num_heads"}
+    return REGISTRY[family].option_names()
 
 
 def takes_num_kernels(scoring: str | None) -> bool:
