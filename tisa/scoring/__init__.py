@@ -56,6 +56,7 @@ from tisa.scoring.baselines import (
     KerpleLogScoring,
     T5Scoring,
     alibi_slopes,
+    t5_bucket,
 )
 from tisa.scoring.rbf import RBFScoring, far_ramp
 from tisa.scoring.tails import (
@@ -84,6 +85,7 @@ __all__ = [
     "FIREScoring",
     "FIRE_NORMALIZERS",
     "alibi_slopes",
+    "t5_bucket",
     "build",
     "far_ramp",
     "log_distance",
