@@ -126,7 +126,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             module = importlib.import_module(path)
             module.add_arguments(p)
             hint = getattr(module, "INTERRUPTED", "nothing was kept; rerun the command")
-            p.set_defaults(_run=module.run, _interrupted=hint)
+            p.set_defaults(_run=module.run, _interrupted=hint, _parser=p)
     return parser
 
 

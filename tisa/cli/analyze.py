@@ -1,14 +1,17 @@
 """``tisa analyze``: the command line of :func:`tisa.analysis.analyze` (options:
-:class:`tisa.analysis.pipeline.AnalysisConfig`)."""
+:class:`tisa.analysis.config.AnalysisConfig`)."""
 
 from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING
 
-from tisa.analysis.pipeline import AnalysisConfig, analyze_config
-from tisa.analysis.results import AnalysisResult
+from tisa.analysis.config import AnalysisConfig
 from tisa.cli.args import add_config_arguments, config_from_args
+
+if TYPE_CHECKING:
+    from tisa.analysis.results import AnalysisResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the runner loads torch and transformers: only once the command runs, not for --help
+    from tisa.analysis.pipeline import analyze_config
+
     start = time.perf_counter()
     config = config_from_args(AnalysisConfig, args)
     result = analyze_config(config)

@@ -41,15 +41,14 @@ import math
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
-from tisa._validate import check_int
 from tisa.console import format_seconds, stage_done
-from tisa.convert.distill import DistillSettings
+from tisa.convert.config import ConvertConfig, DistillSettings
 from tisa.files import RunLock
 
 __all__ = ["ConvertConfig", "ConvertResult", "convert", "finished_conversion"]
@@ -73,88 +72,6 @@ def finished_conversion(folder: str | Path, *, argument: str = "convert_dir") ->
             "--output-dir of a finished `tisa convert`"
         )
     return json.loads(metrics_file.read_text())["model"], model_dir
-
-
-def _optional_int(value: int | str | None) -> int | None:
-    """``--fold-positions``: a number, or ``none``."""
-    if value is None or isinstance(value, int):
-        return value
-    if value.strip().lower() == "none":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"fold_positions: expected an integer or 'none', got {value!r}") from None
-
-
-@dataclass(frozen=True)
-class ConvertConfig:
-    """What ``tisa convert`` does (plain data; validated on construction).
-
-    Attributes:
-        model: HF model id or local folder of a BERT-family model with absolute positions
-            (BERT, RoBERTa, ALBERT, ELECTRA).
-        output_dir: the run folder.
-        num_kernels: RBF kernels per head S.
-        fit_layers: which layers' scorers are fitted before distillation: ``"all"``
-            (each layer to its own measured positional term), ``"first"`` (layer 1; the
-            rest start at zero) or ``"none"``.
-        fold_positions: fold the mean of the first N position rows into the token-type
-            embeddings (None: fold nothing).
-        fit_length: tokens per text block for measuring the attention profiles.
-        fit_blocks: number of blocks.
-        distill: the distillation settings (``steps=0`` skips distillation; its seed is
-            the seed of the whole conversion).
-        eval_texts: Penn Treebank test sentences for the fidelity figure.
-        lengths: input lengths beyond the table to run the converted model on.
-        glue_dir: classic glue_data folder for STS-B dev (default: found like ``tisa glue``
-            does; without one the STS-B figures are left out, and the report says so).
-        max_sts_pairs: evaluate on the first N STS-B dev pairs only (default all 1,500).
-        train_file: plain text (one text per line) for fitting and distillation instead
-            of the Penn Treebank training set.
-        eval_file: plain text for the fidelity and long-input figures instead of the Penn
-            Treebank test set.
-        overwrite: redo a finished conversion in ``output_dir``.
-        progress: show progress bars.
-    """
-
-    model: str = field(metadata={"cli": {"positional": True}})
-    output_dir: str = "runs/convert"
-    num_kernels: int = 5
-    fit_layers: Literal["all", "first", "none"] = "all"
-    fold_positions: int | None = field(
-        default=128, metadata={"cli": {"type": str, "parse": _optional_int, "metavar": "N|none"}}
-    )
-    fit_length: int = 256
-    fit_blocks: int = 16
-    distill: DistillSettings = field(
-        default_factory=DistillSettings, metadata={"cli": {"skip": True}}
-    )
-    eval_texts: int = 1000
-    lengths: tuple[int, ...] = (1024, 2048, 4096)
-    glue_dir: str | None = None
-    max_sts_pairs: int | None = None
-    train_file: str | None = None
-    eval_file: str | None = None
-    overwrite: bool = False
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.model, str) or not self.model:
-            raise ValueError(f"model: expected a model id or folder, got {self.model!r}")
-        check_int(self.num_kernels, "num_kernels")
-        if self.fit_layers not in ("all", "first", "none"):
-            raise ValueError(f"fit_layers: expected all, first or none, got {self.fit_layers!r}")
-        check_int(self.fold_positions, "fold_positions", optional=True)
-        check_int(self.fit_length, "fit_length", minimum=8)
-        check_int(self.fit_blocks, "fit_blocks")
-        check_int(self.eval_texts, "eval_texts")
-        check_int(self.max_sts_pairs, "max_sts_pairs", optional=True)
-        object.__setattr__(self, "lengths", tuple(check_int(n, "lengths", 3) for n in self.lengths))
-        if not isinstance(self.distill, DistillSettings):
-            raise ValueError(
-                f"distill: expected DistillSettings, got {type(self.distill).__name__}"
-            )
 
 
 @dataclass(frozen=True)
