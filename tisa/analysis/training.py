@@ -33,10 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tisa._validate import check_int
+from tisa.analysis.baselines import table_nulls
 from tisa.analysis.extract import LnInput, extract
 from tisa.analysis.nulls import NullBaselines
 from tisa.checkpoints import checkpoint_name, checkpoint_step, list_checkpoints
 from tisa.files import read_jsonl
+from tisa.hf.loading import load_model
+from tisa.metrics import translation_invariance
 
 __all__ = [
     "NULL_SERIES",
@@ -260,11 +264,6 @@ def ti_over_training(
         ValueError: the folder does not exist or holds no ``checkpoint-<step>`` folders.
     """
     from tqdm.auto import tqdm
-
-    from tisa._validate import check_int
-    from tisa.analysis.baselines import table_nulls
-    from tisa.hf.loading import load_model
-    from tisa.metrics import translation_invariance
 
     if check_int(null_draws, "null_draws", minimum=0) == 1:
         raise ValueError("null_draws must be 0 (no nulls) or >= 2, got 1")

@@ -36,6 +36,11 @@ import importlib
 import os
 import sys
 
+from tisa import __version__
+from tisa._validate import check_output_dir
+from tisa.console import configure
+from tisa.hub import use_offline_mode_if_unreachable
+
 __all__ = ["SUBCOMMANDS", "build_parser", "is_main_process", "main"]
 
 # subcommand name -> (module, one-line description). Only the module of the subcommand that
@@ -104,8 +109,6 @@ def is_main_process() -> bool:
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``tisa`` parser; only ``command``'s module is imported to fill its options."""
-    from tisa import __version__
-
     parser = argparse.ArgumentParser(
         prog="tisa",
         description="Translation-invariant self-attention: measure, train and show "
@@ -133,14 +136,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Runs ``tisa``; returns the exit code (2 for bad input and 130 after Ctrl-C, each
     with a one-line message)."""
-    from tisa._validate import check_output_dir
-
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     if command in HUB_COMMANDS and not {"-h", "--help"} & set(argv):
         # before the command's module is imported: the hub libraries read HF_HUB_OFFLINE
         # when they are imported
-        from tisa.hub import use_offline_mode_if_unreachable
 
         use_offline_mode_if_unreachable()
     parser = build_parser(command if command in SUBCOMMANDS else None)
@@ -151,8 +151,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     console = contextlib.nullcontext()
     if args.command in HUB_COMMANDS:
-        from tisa.console import configure
-
         console = configure(verbose=args.verbose)
     try:
         if getattr(args, "output_dir", None) is not None:

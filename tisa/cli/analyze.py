@@ -42,7 +42,7 @@ def print_summary(result: AnalysisResult, *, total_s: float) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from tisa.analysis.training_report import format_z
+    from tisa.analysis.training_report import format_z  # with matplotlib: only when printing
 
     def null(c) -> str:
         return f"{c.mean:.3f} ± {c.std:.3f}"

@@ -47,9 +47,23 @@ from typing import Any
 
 import torch
 
+import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
+from tisa.checkpoints import load_plain
 from tisa.console import format_seconds, stage_done
 from tisa.convert.config import ConvertConfig, DistillSettings
-from tisa.files import RunLock
+from tisa.convert.distill import LengthSampler, distill
+from tisa.convert.evaluate import fidelity, long_inputs, sts_spearman
+from tisa.convert.profiles import AttentionProfiles, text_blocks
+from tisa.convert.report import write_convert_report
+from tisa.convert.student import LayerFit, build_student, fit_layers
+from tisa.data.corpus import ptb_lines
+from tisa.data.glue import find_glue_dir, load_glue
+from tisa.files import RunLock, write_atomic, write_json
+from tisa.hf.architectures import has_absolute_positions, num_positions
+from tisa.hf.loading import load_model
+from tisa.hf.sentence_transformers import write_sentence_transformers_files
+from tisa.hub import model_source
+from tisa.provenance import run_metadata
 
 __all__ = ["ConvertConfig", "ConvertResult", "convert", "finished_conversion"]
 
@@ -105,8 +119,6 @@ def _check_output(folder: Path, overwrite: bool) -> bool:
 def _sts(glue_dir: str | None, limit: int | None):
     """(sentence1, sentence2, gold) of STS-B dev (the first ``limit`` pairs), or None
     without GLUE data."""
-    from tisa.data.glue import find_glue_dir, load_glue
-
     where = glue_dir or find_glue_dir()
     if where is None:
         return None
@@ -122,9 +134,6 @@ def _sts(glue_dir: str | None, limit: int | None):
 def _evaluate(original, model, tokenizer, sts, texts) -> dict[str, Any]:
     """STS-B Spearman of ``model`` (``None``: of the original) and its fidelity, on inputs
     cut at 128 tokens, or at the original's positions when it has fewer."""
-    from tisa.convert.evaluate import fidelity, sts_spearman
-    from tisa.hf.architectures import num_positions
-
     length = min(128, num_positions(original))
     out: dict[str, Any] = {}
     if model is not None:
@@ -142,10 +151,6 @@ def _load_fit(path: Path, settings: dict[str, Any]):
     The file is read as tensors and plain data only (:func:`tisa.checkpoints.load_plain`):
     one that holds other Python objects is refused unread, with a ``ValueError``.
     """
-    from tisa.checkpoints import load_plain
-    from tisa.convert.profiles import AttentionProfiles
-    from tisa.convert.student import LayerFit
-
     if not path.is_file():
         return None
     try:
@@ -181,16 +186,6 @@ def convert(config: ConvertConfig) -> ConvertResult:
 def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
     """:func:`convert` holding ``lock`` (:class:`tisa.files.RunLock`), taken at once when
     the folder exists, else where it is created (after every check)."""
-    import tisa.hf
-    from tisa.convert.distill import LengthSampler, distill
-    from tisa.convert.evaluate import long_inputs
-    from tisa.convert.profiles import text_blocks
-    from tisa.convert.student import build_student, fit_layers
-    from tisa.data.corpus import ptb_lines
-    from tisa.files import write_atomic, write_json
-    from tisa.hf.loading import load_model
-    from tisa.provenance import run_metadata
-
     out = Path(config.output_dir)
     if _check_output(out, config.overwrite):
         metrics = json.loads((out / "metrics.json").read_text())
@@ -203,8 +198,6 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
         raise ValueError(f"model: {err}") from None
     if tisa.hf.is_tisa(original):
         raise ValueError(f"model: {config.model!r} already has TISA; convert a stock model")
-    from tisa.hf.architectures import has_absolute_positions, num_positions
-
     if not has_absolute_positions(original):
         raise ValueError(f"model: {config.model!r} has no absolute position table to convert")
     if getattr(original.config, "model_type", "") not in ("bert", "roberta", "albert", "electra"):
@@ -347,8 +340,6 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
     metrics["timings"]["total_s"] = timings["fit_s"] + timings["distill_s"]
     metrics["provenance"] = run_metadata()
     write_json(out / "metrics.json", metrics)
-    from tisa.convert.report import write_convert_report
-
     report = write_convert_report(out / "report.html", metrics, fit)
     shutil.rmtree(out / "checkpoint", ignore_errors=True)
     return ConvertResult(metrics=metrics, model_dir=out / "model", report=report)
@@ -362,9 +353,6 @@ SENTENCE_TRANSFORMERS_LENGTH = 8192
 def _sentence_transformers_files(folder: Path, model: str, hidden_size: int) -> None:
     """The files that make the converted folder a sentence-transformers model, with the
     original's pooling when it was a sentence-transformers folder (mean pooling else)."""
-    from tisa.hf.sentence_transformers import write_sentence_transformers_files
-    from tisa.hub import model_source
-
     source = Path(model_source(model)).expanduser()
     write_sentence_transformers_files(
         folder,

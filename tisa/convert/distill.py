@@ -32,6 +32,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
+from tisa.checkpoints import load_plain
 from tisa.convert.config import DistillSettings
 from tisa.files import fsync_folder, fsync_tree
 
@@ -96,8 +98,6 @@ def distillation_loss(
 
 
 def _trainable(student: nn.Module, settings: DistillSettings) -> list[dict]:
-    import tisa.hf
-
     names = set(tisa.hf.scoring_parameter_names(student))
     for name, p in student.named_parameters():
         p.requires_grad_(settings.train == "all" or name in names)
@@ -151,8 +151,6 @@ def _save(
 
 def _load(folder: Path) -> dict | None:
     """The checkpoint in ``folder`` (or its last complete predecessor), None if there is none."""
-    from tisa.checkpoints import load_plain
-
     for candidate in (folder, folder.with_name(folder.name + ".old")):
         state, curve = candidate / "state.pt", candidate / "curve.json"
         if state.is_file() and curve.is_file():

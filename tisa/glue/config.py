@@ -265,12 +265,11 @@ class GlueConfig:
                 f"tisa_learning_rate: expected a positive number, got {self.tisa_learning_rate!r}"
             )
         put("tisa_learning_rate", float(self.tisa_learning_rate))
+        # torch and transformers load here, when a config is checked: importing it stays light
+        from tisa.hf import DEFAULT_START, start_options
+
         if self.tisa_start is None:
-            from tisa.hf import DEFAULT_START
-
             put("tisa_start", DEFAULT_START if self.scoring == "rbf" else "paper")
-        from tisa.hf import start_options
-
         start_options(self.scoring, self.tisa_start)  # raises on an unknown start
         if not (isinstance(self.holdout, (int, float)) and 0 <= self.holdout < 1):
             raise ValueError(f"holdout: expected a share in [0, 1), got {self.holdout!r}")

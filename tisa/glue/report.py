@@ -24,6 +24,7 @@ from tisa.glue.results import (
     seedwise_parity_rows,
     summary_rows,
 )
+from tisa.reports.charts import glue_results
 from tisa.reports.figures import figure_png
 from tisa.reports.html import Image, Section, Table, write_report
 
@@ -148,8 +149,6 @@ def write_glue_report(
         chart_png: the scores figure (:func:`tisa.reports.charts.glue_results`) as PNG
             bytes, when the caller has already rendered it; drawn here when omitted.
     """
-    from tisa.reports.charts import glue_results
-
     if not summary:
         raise ValueError("summary: no finished runs to report")
     baseline = summary[0]["baseline"]

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from tisa.reports.markdown import markdown_table
+
 __all__ = [
     "paired_comparison",
     "paired_rows",
@@ -253,8 +255,6 @@ def paired_rows(summary: Sequence[dict[str, Any]]) -> tuple[list[str], list[list
 def summary_markdown(summary: Sequence[dict[str, Any]]) -> str:
     """The summary as a Markdown table (scores and metrics x 100), and with several
     variants the paired comparison over seeds."""
-    from tisa.reports.markdown import markdown_table
-
     baseline = summary[0]["baseline"] if summary else "none"
     text = markdown_table(*summary_rows(summary), align="llllrlrr")
     columns, rows = paired_rows(summary)
@@ -434,8 +434,6 @@ def seedwise_parity_rows(
 
 def seedwise_parity_markdown(rows: Sequence[dict[str, Any]], name: str = "reference") -> str:
     """:func:`seedwise_parity` as a Markdown table."""
-    from tisa.reports.markdown import markdown_table
-
     return markdown_table(*seedwise_parity_rows(rows, name), align="lrlrrrl")
 
 
@@ -467,6 +465,4 @@ def parity_rows(
 
 def parity_markdown(rows: Sequence[dict[str, Any]], name: str = "reference") -> str:
     """:func:`parity_comparison` as a Markdown table (x 100)."""
-    from tisa.reports.markdown import markdown_table
-
     return markdown_table(*parity_rows(rows, name), align="llllrrl")

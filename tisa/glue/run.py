@@ -46,10 +46,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
+import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
+from tisa._validate import check_output_dir
+from tisa.checkpoints import (
+    AtomicCheckpoints,
+    latest_checkpoint,
+    staging_folder,
+    tensor_file_problems,
+    trainer_step,
+)
 from tisa.console import format_seconds, stage_done
-from tisa.data.glue import GlueTask, get_task, load_custom, load_glue
+from tisa.data.glue import GlueTask, compute_metrics, get_task, load_custom, load_glue
 from tisa.files import RunLock, json_ready, write_atomic, write_json
 from tisa.glue.config import VARIANTS, GlueConfig
+from tisa.glue.report import write_glue_report
 from tisa.glue.results import (
     paired_comparison,
     relative_error_reduction,
@@ -57,8 +67,13 @@ from tisa.glue.results import (
     summary_csv,
     summary_markdown,
 )
+from tisa.hf import TisaTrainer, positional_parameters, scoring_movement, scoring_snapshot
+from tisa.hf.precision import resolve_bf16
+from tisa.hf.trainer import LogAtCheckpoints, quiet_trainer
 from tisa.hub import model_source
 from tisa.provenance import run_metadata
+from tisa.reports.charts import glue_results
+from tisa.reports.figures import figure_png
 
 if TYPE_CHECKING:
     from datasets import DatasetDict
@@ -284,8 +299,6 @@ def _build_model(
 ) -> PreTrainedModel:
     from transformers import AutoModelForSequenceClassification
 
-    import tisa.hf  # registers TISA models with the Auto classes
-
     kwargs: dict[str, Any] = {
         "num_labels": task.num_labels,
         "problem_type": "regression" if task.is_regression else "single_label_classification",
@@ -321,8 +334,6 @@ def _model_config(config: GlueConfig) -> PretrainedConfig:
     (a missing folder, a file, a folder without config.json, an unknown Hub id)."""
     from transformers import AutoConfig
 
-    import tisa.hf  # noqa: F401  (registers the TISA model types with AutoConfig)
-
     name = model_source(config.model)
     path = Path(name).expanduser()
     if path.exists() and not path.is_dir():
@@ -333,8 +344,6 @@ def _model_config(config: GlueConfig) -> PretrainedConfig:
     if path.is_dir() and not (path / "config.json").is_file():
         raise ValueError(f"model: folder {name!r} holds no config.json, so no saved model")
     if path.is_dir():  # weights cut short fail here, not after the data is prepared
-        from tisa.checkpoints import tensor_file_problems
-
         problems = [p for f in sorted(path.iterdir()) for p in tensor_file_problems(f)]
         if problems:
             raise ValueError(f"model: folder {name!r}: " + "; ".join(problems))
@@ -413,12 +422,6 @@ def _fine_tune(
     """Fine-tunes and evaluates one (task, variant, seed) run; returns its result dict."""
     import torch
     from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
-
-    from tisa.checkpoints import AtomicCheckpoints, latest_checkpoint, staging_folder, trainer_step
-    from tisa.data.glue import compute_metrics
-    from tisa.hf import TisaTrainer, positional_parameters, scoring_movement, scoring_snapshot
-    from tisa.hf.precision import resolve_bf16
-    from tisa.hf.trainer import LogAtCheckpoints, quiet_trainer
 
     folder = run_dir(config.output_dir, task.name, variant, seed)
     checkpoints = folder / "checkpoints"
@@ -541,8 +544,6 @@ def _run_glue(
 ) -> GlueResults:
     """:func:`run_glue` holding ``lock``, taken at once when the folder exists, else
     before the first write."""
-    from tisa._validate import check_output_dir
-
     check_output_dir(config.output_dir, "output_dir")
     _check_settings(config)
     main = _is_main_process()
@@ -632,10 +633,6 @@ def _write_tables(config: GlueConfig, runs: Sequence[dict[str, Any]]) -> dict[st
     if config.plot and summary:
         files["plot"] = out / "results.png"
         files["report"] = out / "report.html"
-        from tisa.glue.report import write_glue_report
-        from tisa.reports.charts import glue_results
-        from tisa.reports.figures import figure_png
-
         chart = figure_png(glue_results(summary), dpi=120)
         write_atomic(files["plot"], chart)
         settings = config.settings()

@@ -18,7 +18,9 @@ from typing import Any
 
 from torch import nn
 
+from tisa.checkpoints import tensor_file_problems
 from tisa.hf.architectures import KNOWN_MODEL_TYPES, UnsupportedModelError, supported_message
+from tisa.hub import model_source
 
 __all__ = ["KNOWN_MODEL_TYPES", "ModelLoadError", "load_model", "load_pretrained"]
 
@@ -70,9 +72,6 @@ def load_model(
             :data:`tisa.hf.architectures.SUPPORTED_ARCHITECTURES`).
     """
     from transformers import AutoConfig, AutoModel, AutoTokenizer
-
-    import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
-    from tisa.hub import model_source
 
     name = model_source(str(name_or_path))  # a packaged Hub id loads from its package
     path = Path(name).expanduser()
@@ -142,8 +141,6 @@ def load_pretrained(
             do.
     """
     from safetensors import SafetensorError
-
-    from tisa.checkpoints import tensor_file_problems
 
     name = source if name is None else name
     path = Path(source).expanduser()

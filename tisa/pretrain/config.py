@@ -189,6 +189,7 @@ class PretrainConfig:
     tensorboard: bool | None = None
 
     def __post_init__(self) -> None:
+        # torch and transformers load here, when a config is checked: importing it stays light
         from tisa.data.mlm import BLOCK_FORMATS
 
         if not self.output_dir:
@@ -229,7 +230,7 @@ class PretrainConfig:
             raise ValueError(f"seq_len must be >= 3, got {self.seq_len}")
         object.__setattr__(self, "mixed_lengths", tuple(self.mixed_lengths))
         if self.mixed_lengths:
-            from tisa.data.mixed_lengths import check_mixed_lengths
+            from tisa.data.mixed_lengths import check_mixed_lengths  # torch: see above
 
             lengths = check_mixed_lengths(
                 self.mixed_lengths,
@@ -280,6 +281,7 @@ class PretrainConfig:
             ValueError: a malformed item, options for a scheme without a scoring
                 function, or an option the family does not take.
         """
+        # torch and transformers load here, when a config is checked: importing it stays light
         from tisa.hf import TisaSettings
 
         options = parse_options(self.scoring_options, "scoring_options")

@@ -65,16 +65,32 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tisa.data.windows import Window
-from tisa.files import write_atomic, write_json
-from tisa.pretrain.config import DEFAULT_LENGTHS, ExtrapolateConfig
+from tisa.checkpoints import checkpoint_step, latest_checkpoint
+from tisa.data.corpus import load_texts
+from tisa.data.mlm import (
+    block_content_length,
+    build_blocks,
+    mask_stream,
+    masked_stream_blocks,
+    token_stream,
+)
+from tisa.data.tokenizer import load_tokenizer
+from tisa.data.windows import Window, context_span_starts, context_windows, sliding_windows
+from tisa.files import RunLock, write_atomic, write_json
+from tisa.hf.architectures import has_absolute_positions, num_positions
+from tisa.pretrain.causal_lm import is_causal_model_dir, load_causal_lm, next_token_loss
+from tisa.pretrain.config import DEFAULT_LENGTHS, ExtrapolateConfig, parse_options
 from tisa.pretrain.extrapolation_results import (
     ContextRow,
     ExtrapolationResults,
     ExtrapolationRow,
     RunInfo,
 )
+from tisa.pretrain.masked_lm import load_masked_lm, masked_lm_forward
 from tisa.provenance import run_metadata
+from tisa.reports.charts import extrapolation_curves
+from tisa.reports.figures import save_figure
+from tisa.scoring import build
 
 __all__ = [
     "ContextRow",
@@ -102,9 +118,6 @@ def resolve_run(path: str | os.PathLike[str], label: str | None = None) -> RunIn
     Raises:
         ValueError: not a folder, or no model in it.
     """
-    from tisa.checkpoints import latest_checkpoint
-    from tisa.pretrain.causal_lm import is_causal_model_dir
-
     folder = Path(path)
     if not folder.is_dir():
         raise ValueError(f"runs: no such folder: {str(path)!r}")
@@ -139,8 +152,6 @@ def resolve_run(path: str | os.PathLike[str], label: str | None = None) -> RunIn
 
 def _labels(paths: Sequence[str]) -> list[str]:
     """Unique short labels: folder names, widened with parents where they clash."""
-    from tisa.checkpoints import checkpoint_step
-
     parts = [Path(p).resolve().parts for p in paths]
 
     def generic(name: str) -> bool:  # says nothing without its run folder
@@ -176,8 +187,6 @@ def with_scoring_options(model, options: dict[str, Any], *, label: str = "model"
         ValueError: a model without TISA scoring functions, an option its family does not
             take, or one that changes the parameters' shapes (e.g. ``num_kernels``).
     """
-    from tisa.scoring import build
-
     scorers = getattr(getattr(model, "base_model", model), "tisa_scorers", None)
     if not options:
         return model
@@ -222,8 +231,6 @@ def _masked_loss_sum(
     import torch
     from tqdm.auto import tqdm
 
-    from tisa.pretrain.masked_lm import masked_lm_forward
-
     batch = max(1, batch_tokens // inputs.shape[1])
     total, count = 0.0, 0
     with torch.inference_mode():
@@ -246,8 +253,6 @@ def _causal_blocks_loss(model, blocks, config: ExtrapolateConfig, device) -> tup
     """(sum of cross-entropies, predictions) of a causal LM on (N, L) non-overlapping blocks."""
     import torch
     from tqdm.auto import tqdm
-
-    from tisa.pretrain.causal_lm import next_token_loss
 
     inputs = torch.as_tensor(blocks, dtype=torch.long)
     length = inputs.shape[1]
@@ -446,14 +451,6 @@ def extrapolate_config(config: ExtrapolateConfig) -> ExtrapolationResults:
     """:func:`extrapolate` driven by an :class:`ExtrapolateConfig`."""
     import torch
 
-    from tisa.data.corpus import load_texts
-    from tisa.data.mlm import block_content_length, mask_stream, token_stream
-    from tisa.data.tokenizer import load_tokenizer
-    from tisa.hf.architectures import has_absolute_positions, num_positions
-    from tisa.pretrain.causal_lm import load_causal_lm
-    from tisa.pretrain.config import parse_options
-    from tisa.pretrain.masked_lm import load_masked_lm
-
     overrides = parse_options(config.scoring_options, "scoring_options")
     infos = [resolve_run(p, label) for p, label in zip(config.runs, _labels(config.runs))]
     texts = load_texts(config.eval_file)
@@ -529,8 +526,6 @@ def _score_limit(stream, config: ExtrapolateConfig, block_format: str) -> int | 
     At each length the blocks cover a whole number of blocks of text; scoring only the
     tokens before the shortest such coverage makes every length score the same tokens.
     """
-    from tisa.data.mlm import block_content_length
-
     covered = []
     for length in config.lengths:
         content = block_content_length(length, block_format)
@@ -559,9 +554,6 @@ def _evaluate_length(
     model, stream, masked, tokenizer, info: RunInfo, length: int, limit, config, device
 ) -> ExtrapolationRow:
     """One run at one length: masked blocks, non-overlapping or sliding causal windows."""
-    from tisa.data.mlm import block_content_length, build_blocks, masked_stream_blocks
-    from tisa.data.windows import sliding_windows
-
     content = block_content_length(length, info.block_format)
     if config.stride is not None and info.objective == "causal":
         tokens = min(len(stream), config.max_tokens)
@@ -605,9 +597,6 @@ def _context_curve(
     model, stream, masked, tokenizer, info: RunInfo, table, config, device
 ) -> list[ContextRow]:
     """The run's loss on the same target spans at each context of ``config.context_curve``."""
-    from tisa.data.mlm import block_content_length
-    from tisa.data.windows import context_span_starts, context_windows
-
     causal = info.objective == "causal"
     text = {c: block_content_length(c, info.block_format) for c in config.context_curve}
     try:
@@ -650,8 +639,6 @@ def _context_curve(
 def write_outputs(results: ExtrapolationResults, output_dir: str | os.PathLike[str]) -> Path:
     """Writes extrapolation.{md,csv,json,png} into ``output_dir`` (and, with a context
     curve, context.{csv,png}); returns the folder."""
-    from tisa.files import RunLock
-
     with RunLock(output_dir) as lock:  # one writer at a time
         lock.acquire()
         return _write_outputs(results, Path(output_dir))
@@ -659,9 +646,6 @@ def write_outputs(results: ExtrapolationResults, output_dir: str | os.PathLike[s
 
 def _write_outputs(results: ExtrapolationResults, out: Path) -> Path:
     """:func:`write_outputs` into ``out``, held by the caller."""
-    from tisa.reports.charts import extrapolation_curves
-    from tisa.reports.figures import save_figure
-
     write_atomic(out / "extrapolation.md", results.to_markdown())
     write_atomic(out / "extrapolation.csv", results.to_csv())
     write_json(out / "extrapolation.json", {**results.to_dict(), "provenance": run_metadata()})

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from tisa.reports.markdown import markdown_table
+
 if TYPE_CHECKING:
     from tisa.pretrain.config import ExtrapolateConfig
 
@@ -176,8 +178,6 @@ class ExtrapolationResults:
 
     def to_markdown(self) -> str:
         """Runs x lengths table of "loss (perplexity)" cells, n/a where not applicable."""
-        from tisa.reports.markdown import markdown_table
-
         lengths = self.config.lengths
         rows = [
             [
@@ -205,8 +205,6 @@ class ExtrapolationResults:
 
     def context_markdown(self) -> str:
         """Runs x contexts table of the context curve, with the slope beyond training."""
-        from tisa.reports.markdown import markdown_table
-
         contexts = self.config.context_curve
         cells = {(r.run, r.context): r for r in self.context_rows}
         slopes = self.context_slopes()

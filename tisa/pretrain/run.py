@@ -50,8 +50,45 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tisa._validate import check_output_dir
+from tisa.checkpoints import (
+    AtomicCheckpoints,
+    check_checkpoint,
+    clear_run,
+    latest_checkpoint,
+    list_checkpoints,
+    marker_complete,
+    run_status,
+    staging_folder,
+    trainer_step,
+)
+from tisa.console import format_seconds, stage_done, verbose
+from tisa.data.clm import CausalBlocks, collate_causal
+from tisa.data.corpus import load_corpus
+from tisa.data.mixed_lengths import MixedLengthBatches, collate_batch
+from tisa.data.mlm import (
+    MaskedBlocks,
+    build_blocks,
+    collate_blocks,
+    masked_eval_dataset,
+    token_stream,
+)
+from tisa.data.tokenizer import cached_wordpiece, load_tokenizer, train_wordpiece
 from tisa.files import RunLock, write_json
+from tisa.hf import TisaTrainer, positional_parameters, scoring_movement, scoring_snapshot
+from tisa.hf.architectures import has_absolute_positions
+from tisa.hf.precision import resolve_bf16
+from tisa.hf.trainer import quiet_trainer
+from tisa.pretrain.build import build_model
+from tisa.pretrain.callbacks import (
+    EpochCallback,
+    MetricsCallback,
+    TranslationInvarianceCallback,
+    elapsed_before,
+    truncate_after,
+)
 from tisa.pretrain.config import RESUME_KEYS, PretrainConfig
+from tisa.pretrain.schemes import scoring_family
 
 __all__ = ["PretrainConfig", "TIMeasure", "pretrain", "pretrain_or_reuse"]
 
@@ -79,15 +116,11 @@ _RUN_FILES = (
 
 
 def _holds_run(run: Path) -> bool:
-    from tisa.checkpoints import list_checkpoints
-
     return (run / "pretrain_config.json").exists() or bool(list_checkpoints(run))
 
 
 def _resume_point(config: PretrainConfig, run: Path) -> Path | None:
     """Checks the run folder against the config; the checkpoint to resume from (or None)."""
-    from tisa.checkpoints import check_checkpoint, latest_checkpoint
-
     if config.resume is False:
         if _holds_run(run) and not config.overwrite:
             raise ValueError(
@@ -123,8 +156,6 @@ def _check_resume_settings(config: PretrainConfig, run: Path) -> None:
 
 def _finished_step(run: Path) -> int | None:
     """The step a finished run in ``run`` ended at (its results.json), else None."""
-    from tisa.checkpoints import marker_complete
-
     if not marker_complete(run / "results.json") or not (run / "model").is_dir():
         return None
     step = json.loads((run / "results.json").read_text()).get("step")
@@ -160,9 +191,6 @@ def _tensorboard_callbacks(config: PretrainConfig, run: Path) -> list[Any]:
 def _training_arguments(config: PretrainConfig, run: Path):
     import torch
     from transformers import TrainingArguments
-
-    from tisa.checkpoints import staging_folder
-    from tisa.hf.precision import resolve_bf16
 
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     warmup = config.warmup if config.warmup < 1 else int(config.warmup)
@@ -206,14 +234,11 @@ def _training_arguments(config: PretrainConfig, run: Path):
 
 def _tokenizer(config: PretrainConfig, run: Path, args, corpus, resuming: bool):
     """(tokenizer, where it came from) for a run; the main process trains, others load."""
-    from tisa.data.tokenizer import cached_wordpiece, load_tokenizer, train_wordpiece
-
     if config.tokenizer is not None:
         return load_tokenizer(config.tokenizer), "given"
     saved = run / "tokenizer"
     if resuming and (saved / "tokenizer.json").is_file():
         return load_tokenizer(saved), "run"
-    from tisa.console import format_seconds, stage_done, verbose
 
     source = "trained"
     with args.main_process_first(desc="training the tokenizer"):
@@ -250,9 +275,6 @@ def _mixed_length_data(config: PretrainConfig, corpus, tokenizer, collate):
     """(training batches of mixed lengths, the collate function for them and for the
     evaluation blocks)."""
     import functools
-
-    from tisa.data.mixed_lengths import MixedLengthBatches, collate_batch
-    from tisa.data.mlm import token_stream
 
     data = MixedLengthBatches(
         token_stream(corpus["train"], tokenizer, progress=config.progress),
@@ -305,24 +327,6 @@ def _pretrain(
     """:func:`pretrain` holding ``lock`` (:class:`tisa.files.RunLock`), taken at once when
     the run folder exists, else where it is created."""
     from transformers import TrainerState, set_seed
-
-    from tisa._validate import check_output_dir
-    from tisa.checkpoints import AtomicCheckpoints, clear_run, staging_folder, trainer_step
-    from tisa.data.clm import CausalBlocks, collate_causal
-    from tisa.data.corpus import load_corpus
-    from tisa.data.mlm import MaskedBlocks, build_blocks, collate_blocks, masked_eval_dataset
-    from tisa.hf import TisaTrainer, positional_parameters, scoring_movement, scoring_snapshot
-    from tisa.hf.architectures import has_absolute_positions
-    from tisa.hf.trainer import quiet_trainer
-    from tisa.pretrain.build import build_model
-    from tisa.pretrain.callbacks import (
-        EpochCallback,
-        MetricsCallback,
-        TranslationInvarianceCallback,
-        elapsed_before,
-        truncate_after,
-    )
-    from tisa.pretrain.schemes import scoring_family
 
     run = check_output_dir(config.output_dir, "output_dir")
     done = _finished_step(run) if config.resume is True else None
@@ -526,8 +530,6 @@ def pretrain_or_reuse(
     Raises:
         ValueError: a finished run trained with other ``must_match`` settings.
     """
-    from tisa.checkpoints import run_status
-
     run = Path(config.output_dir)
     status = run_status(run, finished="results.json")  # written last, after model/
     if status.action == "reuse":
@@ -535,8 +537,6 @@ def pretrain_or_reuse(
         trained = dict(facts["config"])
         current = config.to_dict()  # the JSON form, as saved
         if "bf16" in must_match:  # compared as trained: bf16=None means the machine's choice
-            from tisa.hf.precision import resolve_bf16
-
             trained["bf16"] = facts.get("bf16", trained.get("bf16"))
             current["bf16"] = resolve_bf16(current["bf16"])
         changed = [k for k in must_match if trained.get(k) != current[k]]
