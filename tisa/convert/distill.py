@@ -35,7 +35,7 @@ from torch import Tensor, nn
 import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
 from tisa.checkpoints import load_plain
 from tisa.convert.config import DistillSettings
-from tisa.files import fsync_folder, fsync_tree
+from tisa.files import replace_folder
 
 logger = logging.getLogger(__name__)
 
@@ -139,14 +139,7 @@ def _save(
         staging / "state.pt",
     )
     (staging / "curve.json").write_text(json.dumps(curve))
-    fsync_tree(staging)
-    old = folder.with_name(folder.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if folder.exists():
-        os.replace(folder, old)
-    os.replace(staging, folder)
-    fsync_folder(folder.parent)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_folder(staging, folder)  # the previous one stays as <name>.old until then
 
 
 def _load(folder: Path) -> dict | None:
