@@ -158,6 +158,18 @@ def _null_cells(b) -> list:
     return [max(b.random.mean, b.shuffled.mean), format_z(min(b.random.z, b.shuffled.z))]
 
 
+#: The demo's words for the headline figures of an analysis (ModelAnalysis.headline keys).
+_HEADLINE_WORDS = {
+    "ti_gram": "P Pᵀ (Gram of position embeddings)",
+    "ti_gram_offdiag": "P Pᵀ without its diagonal",
+    "ti_cosine_offdiag": "cos(P) (cosine similarities) without its diagonal",
+    "fp_raw": "layer-1 F_P, raw P, mean over heads",
+    "fp_ln": "layer-1 F_P, through the embedding LayerNorm, mean over heads",
+    "probe_repeated": "attention probe, one repeated token, without the diagonal",
+    "probe_sentences": "attention probe, real sentences, without the diagonal",
+}
+
+
 def _analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
     """Runs ``tisa analyze`` on the default model and summarises it for the demo report."""
     nulls = {} if config.analysis_nulls else {"null_draws": 0, "probe_null_draws": 0}
@@ -174,31 +186,14 @@ def _analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -
         ]
     )
     summary_rows.append([f"{m.name}: mean TI of layer-1 F_P (through LN)", layer1.ln.ti_mean])
-    rows = [
-        ["P Pᵀ (Gram of position embeddings)", pe.ti_gram, *_null_cells(pn.get("ti_gram"))],
-        ["P Pᵀ without its diagonal", pe.ti_gram_offdiag, *_null_cells(off)],
-        ["cos(P) (cosine similarities)", pe.ti_cosine, *_null_cells(pn.get("ti_cosine"))],
-        [
-            "cos(P) without its diagonal",
-            pe.ti_cosine_offdiag,
-            *_null_cells(pn.get("ti_cosine_offdiag")),
-        ],
-    ]
-    for label, terms in (("raw P", layer1.raw), ("through the embedding LayerNorm", layer1.ln)):
-        b = None if terms.nulls is None else terms.nulls["ti_mean"]
-        rows.append([f"layer-1 F_P, {label}, mean over heads", terms.ti_mean, *_null_cells(b)])
-    for key, label in (("repeated", "one repeated token"), ("sentences", "real sentences")):
-        if key in probes:
-            probe = probes[key]
+    rows = []
+    for h in m.headline():
+        label = _HEADLINE_WORDS[h.key]
+        if h.key.startswith("probe_"):
+            probe = probes[h.key.removeprefix("probe_")]
             per_layer = ", ".join(f"{v:.2f}" for v in probe.ti_offdiag.mean(-1).tolist())
-            b = None if probe.nulls is None else probe.nulls.mean["ti_offdiag"]
-            rows.append(
-                [
-                    f"attention probe, {label}, without the diagonal: per layer {per_layer}",
-                    float(probe.ti_offdiag.mean()),
-                    *_null_cells(b),
-                ]
-            )
+            label += f": per layer {per_layer}"
+        rows.append([label, h.value, *_null_cells(h.nulls)])
     drawn = [
         (analysis_report.position_embeddings_figure, "position embeddings"),
         (analysis_report.layer1_ti_figure, "TI of layer-1 F_P per head"),

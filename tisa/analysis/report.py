@@ -183,16 +183,9 @@ def _probe_mean(m: ModelAnalysis, probe: str, metric: str) -> float | None:
 
 
 def _ti_means(m: ModelAnalysis) -> dict[str, float | None]:
-    """The mean TI of each kind for one model (None where not measured)."""
-    pe, l1 = m.position_embeddings, m.layer1
-    return {
-        "TI P Pᵀ": None if pe is None else pe.ti_gram,
-        "TI P Pᵀ off-diag.": None if pe is None else pe.ti_gram_offdiag,
-        "TI F_P raw (mean)": None if l1 is None else l1.raw.ti_mean,
-        "TI F_P LN (mean)": None if l1 is None else l1.ln.ti_mean,
-        "probe TI off-diag. repeated": _probe_mean(m, "repeated", "ti_offdiag"),
-        "probe TI off-diag. sentences": _probe_mean(m, "sentences", "ti_offdiag"),
-    }
+    """The headline TI figures of one model (:meth:`ModelAnalysis.headline`) by label, None
+    where a figure another model has was not measured."""
+    return {f"TI {h.label}": h.value for h in m.headline()}
 
 
 def _summary_row(m: ModelAnalysis) -> list[Any]:
@@ -283,7 +276,8 @@ class _Report:
     def comparison(self, models: tuple[ModelAnalysis, ...]) -> Section:
         groups = [m.name for m in models]
         means = [_ti_means(m) for m in models]
-        values = {k: [row[k] for row in means] for k in means[0]}
+        labels = list(dict.fromkeys(k for row in means for k in row))
+        values = {k: [row.get(k) for row in means] for k in labels}
         values = {k: v for k, v in values.items() if any(x is not None for x in v)}
         fig = charts.comparison_bars(groups, values, title="Translation invariance by model")
         per_layer = [

@@ -53,24 +53,7 @@ def print_summary(result: AnalysisResult, *, total_s: float) -> None:
         table.add_column("figure", no_wrap=True)
         for col in ("TI", "random null", "shuffled null", "z"):
             table.add_column(col, justify="right", no_wrap=True)
-        pe, l1, probes = m.position_embeddings, m.layer1, m.probes or {}
-        rows = []  # (figure, value, NullBaselines or None)
-        if pe is not None:
-            pn = pe.nulls or {}
-            rows += [
-                ("P P^T", pe.ti_gram, pn.get("ti_gram")),
-                ("P P^T off-diag.", pe.ti_gram_offdiag, pn.get("ti_gram_offdiag")),
-                ("cos(P) off-diag.", pe.ti_cosine_offdiag, pn.get("ti_cosine_offdiag")),
-            ]
-        if l1 is not None:
-            for label, terms in (("F_P raw", l1.raw), ("F_P LN", l1.ln)):
-                rows.append((label, terms.ti_mean, (terms.nulls or {}).get("ti_mean")))
-        for key, label in (("repeated", "probe rep."), ("sentences", "probe sent.")):
-            if key in probes:
-                p = probes[key]
-                b = None if p.nulls is None else p.nulls.mean["ti_offdiag"]
-                rows.append((f"{label} off-diag.", float(p.ti_offdiag.mean()), b))
-        for figure, value, b in rows:
+        for figure, value, b in ((h.label, h.value, h.nulls) for h in m.headline()):
             cells = ["-", "-", "-"]
             if b is not None:
                 cells = [null(b.random), null(b.shuffled), format_z(min(b.random.z, b.shuffled.z))]
