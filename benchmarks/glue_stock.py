@@ -4,7 +4,7 @@ Trainer with its defaults, nothing of tisa in the training path.
     python benchmarks/glue_stock.py --task rte mrpc --seeds 1 2 3
 
 It is the reference the protocol's ``none`` runs are checked against (baseline parity:
-``benchmarks/glue_protocol.py summary`` reads these runs): the same model
+``experiments/glue_protocol.py summary`` reads these runs): the same model
 (all-MiniLM-L6-v2 by default), learning rate 5e-5, batch 32, max length 128 (truncation,
 pairs longest first), padding
 per batch, 3 epochs, no warm-up, no weight decay, fp32, evaluation on the dev set. Only the
@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-#: the tasks of the protocol (benchmarks/glue_protocol.py)
+#: the tasks of the protocol (experiments/glue_protocol.py)
 TASKS = ("cola", "sst2", "mrpc", "stsb", "rte")
 
 
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"glue_stock: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        from tisa.cli import forget_caught_interrupt
+        from tisa.console import forget_caught_interrupt
 
         forget_caught_interrupt()
         print("glue_stock: interrupted; finished seeds are kept, rerun to go on", file=sys.stderr)

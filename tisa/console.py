@@ -20,7 +20,14 @@ import sys
 import warnings
 from collections.abc import Iterator
 
-__all__ = ["QUIET_WARNINGS", "configure", "format_seconds", "stage_done", "verbose"]
+__all__ = [
+    "QUIET_WARNINGS",
+    "configure",
+    "forget_caught_interrupt",
+    "format_seconds",
+    "stage_done",
+    "verbose",
+]
 
 #: (category, message regex) of the Python warnings that the quiet console does not show:
 #: said by a library about its own internals, nothing a user of tisa can change. (The
@@ -98,3 +105,14 @@ def stage_done(name: str, text: str) -> None:
     from tqdm.auto import tqdm
 
     tqdm.write(f"{name}: {text}", file=sys.stderr)
+
+
+def forget_caught_interrupt() -> None:
+    """Lets a caught Ctrl-C end ``python -m ...`` with the exit code the program returns.
+
+    CPython flags a KeyboardInterrupt as unhandled when it passes through ``exec()`` or
+    ``eval()`` of a string (dataclasses build their methods that way), even if it is
+    caught further up; a process started with ``-m`` then kills itself with SIGINT at exit
+    instead of returning its code. Running an empty string clears that flag.
+    """
+    exec("")

@@ -1,22 +1,18 @@
-"""How benchmarks/glue_protocol.py shares its runs among parallel processes: one job per
+"""How tisa.glue.protocol shares its runs among parallel processes: one job per
 unfinished (seed, task), the longest first, protocol and converted in one pool."""
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "glue_protocol.py"
-
 
 @pytest.fixture
 def protocol():
-    spec = importlib.util.spec_from_file_location("glue_protocol_jobs", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from tisa.glue import protocol as module
+
     return module
 
 
@@ -89,7 +85,7 @@ def test_protocol_spawns_only_the_unfinished_pairs(protocol, tmp_path, monkeypat
     class Done:
         summary = []
 
-    monkeypatch.setattr("tisa.glue.run.run_glue", lambda config: Done())
+    monkeypatch.setattr(protocol, "run_glue", lambda config: Done())
     monkeypatch.setattr(protocol, "_glue_dir", lambda given: "glue")
     assert protocol.protocol(args) == 0
     assert [_pairs(jobs) for jobs in spawned] == [

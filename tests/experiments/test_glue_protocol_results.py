@@ -4,21 +4,18 @@ stage says (the sweep on held-out training data, never on a dev set)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "glue_protocol.py"
 
 
 def _protocol():
-    spec = importlib.util.spec_from_file_location("glue_protocol", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from tisa.glue import protocol
+
+    return protocol
 
 
 def _results(stage: str) -> list[tuple[Path, dict]]:

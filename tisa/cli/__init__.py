@@ -38,7 +38,7 @@ import sys
 
 from tisa import __version__
 from tisa._validate import check_output_dir
-from tisa.console import configure
+from tisa.console import configure, forget_caught_interrupt
 from tisa.hub import use_offline_mode_if_unreachable
 
 __all__ = ["SUBCOMMANDS", "build_parser", "is_main_process", "main"]
@@ -89,17 +89,6 @@ USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError)
 
 #: Exit code after Ctrl-C: 128 + SIGINT, what shells report for a process it ended.
 INTERRUPTED_EXIT = 130
-
-
-def forget_caught_interrupt() -> None:
-    """Lets a caught Ctrl-C end ``python -m ...`` with the exit code the program returns.
-
-    CPython flags a KeyboardInterrupt as unhandled when it passes through ``exec()`` or
-    ``eval()`` of a string (dataclasses build their methods that way), even if it is
-    caught further up; a process started with ``-m`` then kills itself with SIGINT at exit
-    instead of returning its code. Running an empty string clears that flag.
-    """
-    exec("")
 
 
 def is_main_process() -> bool:

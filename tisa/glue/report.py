@@ -1,4 +1,4 @@
-"""report.html of GLUE fine-tuning (``tisa glue``, ``benchmarks/glue_protocol.py summary``).
+"""report.html of GLUE fine-tuning (``tisa glue``, ``experiments/glue_protocol.py summary``).
 
 One page: the median scores with their spread over seeds, the paired comparison of each
 variant with the baseline (per-seed differences drawn as dots, so a gain can be told

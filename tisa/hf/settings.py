@@ -57,7 +57,7 @@ STARTS: dict[str, dict[str, float]] = {
     },
 }
 #: The start :func:`tisa.hf.add_tisa` uses for ``rbf`` unless told otherwise: the paper's.
-#: Chosen on held-out GLUE training data (``benchmarks/glue_protocol.py sweep``,
+#: Chosen on held-out GLUE training data (``experiments/glue_protocol.py sweep``,
 #: docs/glue.md), where it scored best and ``spread`` tied with it within seed noise.
 DEFAULT_START = "paper"
 

