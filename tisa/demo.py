@@ -138,7 +138,7 @@ def _ti_trend_text(training, steps: int) -> str:
             "initialisation: at every checkpoint every figure lies within its null (largest "
             f"|z| {format_z(worst)}), so this section shows no trend, neither the rise of "
             "the paper's claim nor a fall; the Spearman correlations below rank noise. "
-            "Measuring the trend takes a longer run: benchmarks/position_schemes.py for the "
+            "Measuring the trend takes a longer run: experiments/position_schemes.py for the "
             "absolute scheme, then tisa analyze --checkpoints on its checkpoints."
         )
     return (
@@ -147,7 +147,7 @@ def _ti_trend_text(training, steps: int) -> str:
         f"{training.steps[0]} to {off[-1]:.3f} at step {training.steps[-1]} (z against "
         f"its nulls {format_z(zs['ti_gram_offdiag'][0])} and "
         f"{format_z(zs['ti_gram_offdiag'][-1])}). A demonstration budget of {steps} steps: "
-        "benchmarks/position_schemes.py measures the trend on a full run."
+        "experiments/position_schemes.py measures the trend on a full run."
     )
 
 
@@ -280,7 +280,7 @@ def _pretraining_section(out: Path, config: DemoConfig, summary_rows: list[list]
                 "32 blocks of 128 tokens on Penn Treebank, once with learned absolute position "
                 "embeddings and once with TISA (RBF scoring functions in every layer, no "
                 "position embeddings); a demonstration budget, far from convergence "
-                "(benchmarks/position_schemes.py runs the real comparison). Masked-LM test "
+                "(experiments/position_schemes.py runs the real comparison). Masked-LM test "
                 "loss (nats per masked token, the same masks for both) at each length: the "
                 "absolute model cannot represent positions beyond its table (n/a), TISA runs "
                 "at any length.",

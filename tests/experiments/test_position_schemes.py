@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "position_schemes.py"
-_spec = importlib.util.spec_from_file_location("position_schemes", _PATH)
-ps = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("position_schemes", ps)  # dataclasses look their module up
-_spec.loader.exec_module(ps)
+from tisa.analysis.training import ti_loss_curve
+from tisa.pretrain import compare as ps
+
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "position_schemes.py"
 
 
 def test_specs_split_settings_from_scoring_options():
@@ -45,7 +45,7 @@ def test_targets_follow_their_definitions():
         "good": _run((4.8, 4.9, 5.0), 300),  # +2.1% at 8x, +4.2% at 16x
         "big": _run((4.8, 4.9, 5.0), 700),  # over 1% of the table
     }
-    out = ps._targets(runs, [128, 1024, 2048])
+    out = ps.targets(runs, [128, 1024, 2048])
     assert "absolute" in out and out["absolute"]["rise_8x"] is None
     assert out["good"]["rise_8x"] == pytest.approx(4.9 / 4.8 - 1)
     assert out["good"]["all"] and not out["big"]["all"]
@@ -63,7 +63,7 @@ def test_ti_curve_correlates_every_series_with_the_loss(tmp_path):
     rows.insert(1, {"step": 150, "ti_gram": 0.9})  # no eval: left out
     path = tmp_path / "ti.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    curve = ps._ti_curve(path)
+    curve = ti_loss_curve(path)
     assert curve["steps"] == [100, 200, 300, 400]
     assert curve["spearman_ti_gram_vs_eval_loss"] == pytest.approx(-1.0)
     assert curve["spearman_ti_gram_offdiag_vs_eval_loss"] == pytest.approx(-1.0)
@@ -74,10 +74,10 @@ def test_ti_curve_correlates_every_series_with_the_loss(tmp_path):
 
 def test_summary_names_its_folder_relative_to_the_working_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert ps._shown(tmp_path / "runs" / "ps") == str(Path("runs") / "ps")
-    assert ps._shown(Path("runs/ps")) == str(Path("runs") / "ps")
+    assert ps.shown(tmp_path / "runs" / "ps") == str(Path("runs") / "ps")
+    assert ps.shown(Path("runs/ps")) == str(Path("runs") / "ps")
     elsewhere = tmp_path.parent / "other"
-    assert ps._shown(elsewhere) == str(elsewhere)  # outside: as given
+    assert ps.shown(elsewhere) == str(elsewhere)  # outside: as given
 
 
 # ---------------------------------------------------------------- positional lr sweep
@@ -140,7 +140,7 @@ def test_the_sweep_chooses_the_lowest_validation_loss(tmp_path):
     assert again.position == "rbf_linear" and again.scoring_options == ("learn_tail=false",)
     assert again.settings == {"num_kernels": 3, "tisa_learning_rate": 1e-2}
     assert selection["fixed"] == {"alibi": 5.5}
-    md = ps._sweep_markdown(selection)
+    md = ps.sweep_markdown(selection)
     assert "| k | rbf_linear | 5.200 | 5.000 | 5.100 | 0.01 |" in md and k["spec"] in md
 
 
@@ -150,7 +150,10 @@ def test_sweep_smoke_run(tmp_path, monkeypatch):
     out = tmp_path / "sweep"
     argv = ["--output-dir", str(out), "--size", "tiny", "--max-steps", "2", "--save-steps", "2"]
     argv += ["--seq-len", "16", "--batch-size", "4", "--positional-lr-sweep", "1e-3", "1e-1"]
-    assert ps.main([*argv, "--positions", "alibi", "alibi_learned"]) == 0
+    argv += ["--positions", "alibi", "alibi_learned"]
+    env = dict(os.environ, PYTHONPATH=str(SCRIPT.parents[1]))
+    done = subprocess.run([sys.executable, str(SCRIPT), *argv], env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr[-2000:]
     selection = json.loads((out / "lr_sweep.json").read_text())
     assert set(selection["runs"]) == {"alibi_learned"} and set(selection["fixed"]) == {"alibi"}
     chosen = selection["runs"]["alibi_learned"]

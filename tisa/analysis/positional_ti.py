@@ -2,7 +2,7 @@
 
 What :class:`tisa.pretrain.callbacks.TranslationInvarianceCallback` records at each
 checkpoint of a run with absolute position embeddings (``tisa pretrain`` hands it this
-measure; ``benchmarks/position_schemes.py`` recomputes from kept checkpoints). For the table P of
+measure; ``experiments/position_schemes.py`` recomputes from kept checkpoints). For the table P of
 the trained positions 0..L-1 (L, E):
 
 * the figures the paper uses, TI over all entries: ``ti_gram`` (P Pᵀ), ``ti_fp_raw`` /

@@ -48,7 +48,9 @@ __all__ = [
     "SERIES",
     "Correlation",
     "TrainingTI",
+    "TI_LOG_SERIES",
     "read_ti_log",
+    "ti_loss_curve",
     "spearman",
     "ti_over_training",
 ]
@@ -319,3 +321,25 @@ def read_ti_log(path: str | os.PathLike[str], *, evaluated_only: bool = False) -
     if evaluated_only:
         rows = [r for r in rows if r.get("eval_loss") is not None]
     return TrainingTI.from_rows(Path(path).parent.name, rows)
+
+
+#: TI series of the absolute run over training (ti.jsonl keys).
+#: The TI series of a pretraining run's ti.jsonl that :func:`ti_loss_curve` follows.
+TI_LOG_SERIES = ("ti_gram", "ti_fp_raw", "ti_gram_offdiag", "ti_cos_offdiag", "ti_fp_raw_offdiag")
+
+
+def ti_loss_curve(path: Path) -> dict[str, Any]:
+    """The TI a run logged at every evaluated checkpoint (``ti.jsonl``), with its nulls and
+    Spearman's rho of each series against the validation loss."""
+    rows = [r for r in read_jsonl(path) if r.get("eval_loss") is not None]
+    curve: dict[str, Any] = {
+        "steps": [r["step"] for r in rows],
+        "eval_loss": [r["eval_loss"] for r in rows],
+    }
+    for key in TI_LOG_SERIES:
+        curve[key] = [r.get(key) for r in rows]
+        rho = spearman(curve[key], curve["eval_loss"])  # None with < 3 known values
+        curve[f"spearman_{key}_vs_eval_loss"] = None if rho is None else rho.rho
+        curve[f"spearman_{key}_vs_eval_loss_p"] = None if rho is None else rho.pvalue
+    curve["nulls"] = [r.get("nulls") for r in rows]
+    return curve
