@@ -161,7 +161,7 @@ def test_summary_of_chosen_seeds_and_tasks(protocol, tmp_path):
 
 
 def test_summary_compares_none_with_the_stock_runs_seed_by_seed(protocol, tmp_path, capsys):
-    """parity.md and results.json set `none` beside benchmarks/glue_stock.py's run of the
+    """parity.md and results.json set `none` beside experiments/glue_stock.py's run of the
     same task and seed; a missing --stock-dir is said, and a stock file that does not parse
     is named, not skipped."""
     import json

@@ -20,12 +20,12 @@ model made by ``tisa convert`` (no position table: TISA only). ``summary`` puts 
 into one table with medians, spreads and paired comparisons over seeds against ``none``
 (``--summary-dir``: results.md, results.csv, results.json, results.png, parity.md and
 report.html); parity.md also compares ``none`` seed by seed with the runs of
-``benchmarks/glue_stock.py`` in ``--stock-dir``. Every stage resumes: finished runs are
+``experiments/glue_stock.py`` in ``--stock-dir``. Every stage resumes: finished runs are
 kept, interrupted ones continue from their last checkpoint.
 
 Settings shared by every stage: learning rate 5e-5, batch 32, max length 128, no warm-up,
 no weight decay (the Trainer's defaults), fp32: the settings on which the stock Hugging
-Face Trainer was measured (``benchmarks/glue_stock.py``, its runs in
+Face Trainer was measured (``experiments/glue_stock.py``, its runs in
 ``results/glue/stock``), so the protocol's ``none`` is also the parity
 check of the baseline; ``summary`` compares the two (``parity.md``).
 
@@ -442,12 +442,12 @@ def stock_reference(stock: list[dict]) -> dict[str, dict[str, tuple[float, float
 
 
 def _stock_runs(folder: Path) -> list[dict]:
-    """The runs of benchmarks/glue_stock.py in ``folder`` (``TASK/seed-N.json``, written
+    """The runs of experiments/glue_stock.py in ``folder`` (``TASK/seed-N.json``, written
     atomically, so a file that does not parse is damaged: an error names it)."""
     if not folder.is_dir():
         print(
             f"summary: --stock-dir {folder} is not a folder: no seed-by-seed comparison with "
-            "the stock Trainer (benchmarks/glue_stock.py writes one)",
+            "the stock Trainer (experiments/glue_stock.py writes one)",
             file=sys.stderr,
         )
         return []
@@ -458,7 +458,7 @@ def _stock_runs(folder: Path) -> list[dict]:
             out.append({"task": run["task"], "seed": int(run["seed"]), "metrics": run["metrics"]})
         except (ValueError, KeyError, TypeError) as err:
             raise ValueError(
-                f"--stock-dir: {path} is not a result of benchmarks/glue_stock.py "
+                f"--stock-dir: {path} is not a result of experiments/glue_stock.py "
                 f"(expected task, seed and metrics; {type(err).__name__}: {err}); "
                 "delete it and rerun glue_stock.py for that task and seed"
             ) from None
@@ -486,7 +486,7 @@ def summary(args: argparse.Namespace) -> int:
     write_atomic(out / "results.csv", summary_csv(table))
     # the stock runs are of all-MiniLM-L6-v2: no parity for another model
     stock = _stock_runs(args.stock_dir) if args.model is None else []
-    # over seeds against the runs of benchmarks/glue_stock.py, and seed by seed
+    # over seeds against the runs of experiments/glue_stock.py, and seed by seed
     parity = parity_comparison(runs, "none", stock_reference(stock)) if stock else []
     seedwise = seedwise_parity(runs, "none", stock) if stock else []
     parity_text = ""
@@ -498,7 +498,7 @@ def summary(args: argparse.Namespace) -> int:
     if seedwise:
         same = sum(r["identical"] for r in seedwise)
         parity_text += (
-            "\nSeed by seed: `none` against `benchmarks/glue_stock.py` (the Trainer alone) "
+            "\nSeed by seed: `none` against `experiments/glue_stock.py` (the Trainer alone) "
             f"with the same seed; {same} of {len(seedwise)} scores identical:\n\n"
             + seedwise_parity_markdown(seedwise, "stock Trainer")
         )
@@ -587,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
         "--stock-dir",
         type=Path,
         default=RESULTS / "stock",
-        help="summary: runs of benchmarks/glue_stock.py to compare none with, seed by seed",
+        help="summary: runs of experiments/glue_stock.py to compare none with, seed by seed",
     )
     parser.add_argument("--model", default=None, help="default: all-MiniLM-L6-v2 (PyPI)")
     parser.add_argument("--converted-model", default=None, help="model/ folder of tisa convert")

@@ -1,6 +1,6 @@
 """Where does a converted model lose CoLA? Word order and a frozen probe, layer by layer.
 
-    python benchmarks/word_order.py runs/convert --glue-dir ../shared/data/glue \\
+    python experiments/word_order.py runs/convert --glue-dir ../shared/data/glue \\
         --output benchmarks/results/glue/word_order
 
 Three frozen models: the original named in a `tisa convert` run's metrics.json, the
@@ -31,6 +31,15 @@ import random
 import sys
 from pathlib import Path
 
+from tisa.convert.convert import finished_conversion
+from tisa.convert.evaluate import layer_embeddings
+from tisa.convert.student import build_student
+from tisa.data.glue import load_glue
+from tisa.files import write_atomic, write_json
+from tisa.hub import model_source
+from tisa.provenance import run_metadata
+from tisa.reports.figures import save_figure
+
 MODELS = ("original", "converted", "no positions")
 C_GRID = (0.01, 0.1, 1.0, 10.0)
 
@@ -56,8 +65,6 @@ def order_sensitivity(model, tokenizer, sentences, *, seed: int, max_length: int
     """1 - cosine between the last layer's embeddings of each sentence and of its swapped
     and shuffled forms: per-sentence values and their median and quartiles."""
     import torch
-
-    from tisa.convert.evaluate import layer_embeddings
 
     rng = random.Random(seed)
     swaps = [swapped(s, rng) for s in sentences]
@@ -135,11 +142,6 @@ def load_models(convert_dir: Path):
     """(name of the original, {model name: model}, tokenizer) for a `tisa convert` folder."""
     from transformers import AutoModel, AutoTokenizer
 
-    import tisa.hf  # noqa: F401  (registers the TISA architectures for Auto classes)
-    from tisa.convert.convert import finished_conversion
-    from tisa.convert.student import build_student
-    from tisa.hub import model_source
-
     source, model_dir = finished_conversion(convert_dir)
     original = AutoModel.from_pretrained(model_source(source))
     models = {
@@ -163,9 +165,6 @@ def measure(
 ) -> dict:
     from sklearn.metrics import matthews_corrcoef
     from tqdm.auto import tqdm
-
-    from tisa.convert.evaluate import layer_embeddings
-    from tisa.data.glue import load_glue
 
     data = load_glue("cola", glue_dir=glue_dir, splits=("train", "validation"))
     train, dev = data["train"], data["validation"]
@@ -335,10 +334,6 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(result)
     print(text, end="")
     if args.output is not None:
-        from tisa.files import write_atomic, write_json
-        from tisa.provenance import run_metadata
-        from tisa.reports.figures import save_figure
-
         write_atomic(args.output / "word_order.md", text)
         write_json(args.output / "word_order.json", {**result, "provenance": run_metadata()})
         save_figure(figure(result), args.output / "word_order.png")

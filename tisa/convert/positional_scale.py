@@ -1,8 +1,8 @@
 """How large is the relative-position term a pretrained model already computes, next to
 the one TISA adds in the GLUE ``keep`` variant?
 
-    python benchmarks/positional_scale.py runs/convert            # a `tisa convert` output
-    python benchmarks/positional_scale.py runs/convert --output benchmarks/results/glue/scale
+    python experiments/positional_scale.py runs/convert            # a `tisa convert` output
+    python experiments/positional_scale.py runs/convert --output benchmarks/results/glue/scale
 
 The model's own term is what `tisa convert` measured while fitting (``fit.pt``): per layer
 and head, the attention logits of the original minus those of the same model without its
@@ -23,6 +23,13 @@ import json
 import sys
 from pathlib import Path
 
+import tisa.hf
+from tisa.checkpoints import load_plain
+from tisa.files import write_atomic, write_json
+from tisa.hf.install import iter_scorers
+from tisa.hub import model_source
+from tisa.provenance import run_metadata
+
 
 def _spread(profiles, max_offset: int, offsets) -> tuple[list[float], list[float]]:
     """Median over heads of the std and of the range over offsets |k| <= max_offset, per
@@ -37,10 +44,6 @@ def _spread(profiles, max_offset: int, offsets) -> tuple[list[float], list[float
 def measure(convert_dir: Path, *, start: str, seed: int, max_offset: int) -> dict:
     import torch
     from transformers import AutoConfig, AutoModel
-
-    import tisa.hf
-    from tisa.checkpoints import load_plain
-    from tisa.hf.install import iter_scorers
 
     fit_file = convert_dir / "fit.pt"
     if not fit_file.is_file() or not (convert_dir / "metrics.json").is_file():
@@ -59,7 +62,6 @@ def measure(convert_dir: Path, *, start: str, seed: int, max_offset: int) -> dic
 
     metrics = json.loads((convert_dir / "metrics.json").read_text())
     source = metrics["model"]
-    from tisa.hub import model_source
 
     config = AutoConfig.from_pretrained(model_source(source))
     model = AutoModel.from_config(config)  # only the shapes matter: scorers are new
@@ -130,9 +132,6 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(result)
     print(text, end="")
     if args.output is not None:
-        from tisa.files import write_atomic, write_json
-        from tisa.provenance import run_metadata
-
         write_atomic(args.output / "scale.md", text)
         write_json(args.output / "scale.json", {**result, "provenance": run_metadata()})
     return 0

@@ -1,7 +1,7 @@
 """The stock Hugging Face baseline for GLUE: AutoModelForSequenceClassification and the
 Trainer with its defaults, nothing of tisa in the training path.
 
-    python benchmarks/glue_stock.py --task rte mrpc --seeds 1 2 3
+    python experiments/glue_stock.py --task rte mrpc --seeds 1 2 3
 
 It is the reference the protocol's ``none`` runs are checked against (baseline parity:
 ``experiments/glue_protocol.py summary`` reads these runs): the same model
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--output-dir",
         type=Path,
-        default=Path(__file__).resolve().parent / "results" / "glue" / "stock",
+        default=Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "glue" / "stock",
     )
     args = parser.parse_args(argv)
     if args.model is None:
