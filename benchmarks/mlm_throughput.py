@@ -13,7 +13,7 @@ Variants:
 ``stock``        ``AlbertForMaskedLM`` (albert-v2 config: ``gelu_new``), full-vocabulary head
                  over all B x L positions, ``torch.optim.AdamW`` defaults.
 ``masked_only``  the same model and optimiser, but the head runs on the masked positions
-                 only (:class:`tisa.train.masked_lm.AlbertForMaskedOnlyLM`).
+                 only (:class:`tisa.pretrain.masked_lm.AlbertForMaskedOnlyLM`).
 ``ours``         what ``tisa pretrain`` runs: masked-only head, fused tanh-GELU
                  (``gelu_pytorch_tanh``, the same function as ``gelu_new``) and fused AdamW
                  (the Trainer's default ``adamw_torch_fused``).
@@ -77,7 +77,8 @@ def _step_fn(
 def main() -> None:
     from transformers import AlbertForMaskedLM
 
-    from tisa.train.masked_lm import AlbertForMaskedOnlyLM, build_config
+    from tisa.pretrain.build import build_config
+    from tisa.pretrain.masked_lm import AlbertForMaskedOnlyLM
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="small")
@@ -164,7 +165,7 @@ def main() -> None:
             wall[name].append((time.perf_counter() - w0) / args.steps)
             cpu[name].append((time.process_time() - c0) / args.steps)
 
-    from tisa.train.precision import bf16_support
+    from tisa.hf.precision import bf16_support
 
     support = bf16_support()
     tokens = args.batch_size * args.seq_len

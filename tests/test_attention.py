@@ -127,24 +127,24 @@ def test_flex_forward_matches_eager(length):
 
 
 def test_flex_pads_to_buckets_and_head_size():
-    from tisa import attention as attention_module
+    from tisa.attention import flex as flex_module
 
-    assert [attention_module._flex_bucket(n, True) for n in (1, 2, 16, 17, 129)] == [
+    assert [flex_module._flex_bucket(n, True) for n in (1, 2, 16, 17, 129)] == [
         1,
         16,
         16,
         32,
         256,
     ]
-    assert [attention_module._flex_bucket(n, False) for n in (1, 16, 17, 300)] == [16, 16, 32, 512]
+    assert [flex_module._flex_bucket(n, False) for n in (1, 16, 17, 300)] == [16, 16, 32, 512]
     # lengths of one bucket share a block mask shape and the masking is by the real lengths
-    a = attention_module._flex_block_mask(40, 56, 64, 64, True, torch.device("cpu"))
+    a = flex_module._flex_block_mask(40, 56, 64, 64, True, torch.device("cpu"))
     assert a.kv_num_blocks.tolist() == [[[1]]] and a.seq_lengths == (64, 64)
-    b = attention_module._flex_block_mask(130, 300, 256, 512, True, torch.device("cpu"))
+    b = flex_module._flex_block_mask(130, 300, 256, 512, True, torch.device("cpu"))
     # query block 0 (rows 0..127, positions up to 297) reaches key block 2; block 1 has
     # real rows 128..129 (positions 298, 299): key blocks 0..2
     assert b.kv_num_blocks.tolist() == [[[3, 3]]]
-    c = attention_module._flex_block_mask(1, 300, 1, 512, False, torch.device("cpu"))
+    c = flex_module._flex_block_mask(1, 300, 1, 512, False, torch.device("cpu"))
     assert c.kv_num_blocks.tolist() == [[[3]]]
 
 
@@ -410,10 +410,10 @@ def test_dropout_drops_and_rescales(backend):
 def test_sdpa_backward_in_many_blocks_matches_eager(monkeypatch, plan, case):
     """Blocks (batch elements, heads, query rows) that split the batch, the heads (3 + 1)
     and the rows: every block's table gradient must land on its own heads and columns."""
-    from tisa import attention as attention_module
+    from tisa.attention import sdpa as sdpa_module
 
-    plan = attention_module._Plan(*plan)
-    monkeypatch.setattr(attention_module, "_block_plan", lambda q, k, v, add: plan)
+    plan = sdpa_module._Plan(*plan)
+    monkeypatch.setattr(sdpa_module, "_block_plan", lambda q, k, v, add: plan)
     b, h, lq, lk = 3, 4, 13, 21
     q, k, v = make_inputs(b, h, lq, lk, 8, grad=True)
     s = sharp_rbf(h)
@@ -436,12 +436,12 @@ def test_sdpa_backward_in_many_blocks_matches_eager(monkeypatch, plan, case):
 
 
 def test_sdpa_default_blocks_at_length_512_match_eager():
-    from tisa import attention as attention_module
+    from tisa.attention import sdpa as sdpa_module
 
     b, h, length = 2, 12, 512
     q, k, v = make_inputs(b, h, length, length, 16, grad=True)
-    plan = attention_module._block_plan(q, k, v, None)
-    blocks = list(attention_module._blocks(plan, b, h, length))
+    plan = sdpa_module._block_plan(q, k, v, None)
+    blocks = list(sdpa_module._blocks(plan, b, h, length))
     assert len({start for *_, start, _ in blocks}) > 1  # several blocks of rows
     assert len({bs.start for bs, *_ in blocks}) > 1  # and of batch elements
     s = sharp_rbf(h)
@@ -459,7 +459,7 @@ def test_sdpa_never_builds_a_full_bias():
     """No tensor of H * Lq * Lk elements or more is created, forward or backward."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from tisa import attention as attention_module
+    from tisa.attention import sdpa as sdpa_module
 
     b, h, length = 2, 3, 200
     limit = h * length * length
@@ -477,7 +477,7 @@ def test_sdpa_never_builds_a_full_bias():
     q, k, v = make_inputs(b, h, length, length, 16, grad=True)
     s = sharp_rbf(h)
     mask = padding_mask(b, length)[:, None, None, :]
-    plan = attention_module._block_plan(q, k, v, mask)
+    plan = sdpa_module._block_plan(q, k, v, mask)
     assert plan.batch * plan.heads * plan.rows < h * length  # blocks under one (H, L, L) bias
     with Largest():
         out = attention(q, k, v, s, mask=mask, causal=True, backend="sdpa")
@@ -490,7 +490,8 @@ def test_sdpa_never_builds_a_full_bias():
 
 def test_rows_without_keys_are_found_from_table_and_mask():
     """Every way the table and the mask can mask a whole row, against brute force."""
-    from tisa import attention as attention_module
+    from tisa.attention import masks as masks_module
+    from tisa.attention import sdpa as sdpa_module
 
     lq, lk, h = 6, 9, 2
     g = torch.Generator().manual_seed(0)
@@ -499,7 +500,7 @@ def test_rows_without_keys_are_found_from_table_and_mask():
     window[1] = NEG  # head 1 sees nothing at all
     tables = {
         "finite": finite,
-        "causal": attention_module._causal_table(finite, lk),
+        "causal": masks_module.causal_table(finite, lk),
         "window": window,
     }
     padding = torch.zeros(3, 1, 1, lk)
@@ -510,7 +511,7 @@ def test_rows_without_keys_are_found_from_table_and_mask():
     rows[1, 0, :, :5] = NEG
     for name, tab in tables.items():
         for mask in (None, padding, rows):
-            got = attention_module._dead_rows(tab, mask, lq, lk)
+            got = sdpa_module._dead_rows(tab, mask, lq, lk)
             keep = ~torch.isneginf(bias.expand(tab, lq, lk))[None]  # (1, H, Lq, Lk)
             if mask is not None:
                 keep = keep & ~torch.isneginf(mask)
@@ -547,20 +548,20 @@ def test_flex_compiles_with_the_vector_width_in_the_cache_key(monkeypatch):
     from torch._inductor import config as inductor_config
     from torch._inductor.cpu_vec_isa import pick_vec_isa, valid_vec_isa_list
 
-    from tisa import attention as attention_module
+    from tisa.attention import flex as flex_module
 
     # inductor_config.patch, not monkeypatch: undoing a monkeypatch deletes the setting
     # (a deleted inductor setting is hidden, and reading it then raises)
     with inductor_config.patch({"cpp.simdlen": None}):
-        with attention_module._cpu_isa_config(True):
+        with flex_module._cpu_isa_config(True):
             assert inductor_config.cpp.simdlen == pick_vec_isa().bit_width()
         assert inductor_config.cpp.simdlen is None
         monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
         if any(isa.bit_width() == 256 for isa in valid_vec_isa_list()):
-            with attention_module._cpu_isa_config(True):
+            with flex_module._cpu_isa_config(True):
                 assert inductor_config.cpp.simdlen == 256
     with inductor_config.patch({"cpp.simdlen": 512}):  # the user's own choice stays
-        with attention_module._cpu_isa_config(True):
+        with flex_module._cpu_isa_config(True):
             assert inductor_config.cpp.simdlen == 512
     assert inductor_config.cpp.simdlen is None
 
@@ -568,11 +569,11 @@ def test_flex_compiles_with_the_vector_width_in_the_cache_key(monkeypatch):
 @pytest.mark.parametrize("masked", [False, True])
 def test_sdpa_forward_in_blocks_matches_eager(monkeypatch, masked):
     """Forward blocks that split batch, heads and rows write every row back in order."""
-    from tisa import attention as attention_module
+    from tisa.attention import sdpa as sdpa_module
 
-    plan = attention_module._Plan(2, 3, 10)
-    monkeypatch.setattr(attention_module, "_block_plan", lambda q, k, v, add: plan)
-    monkeypatch.setattr(attention_module, "_forward_plan", lambda q, k, add, p: plan)
+    plan = sdpa_module._Plan(2, 3, 10)
+    monkeypatch.setattr(sdpa_module, "_block_plan", lambda q, k, v, add: plan)
+    monkeypatch.setattr(sdpa_module, "_forward_plan", lambda q, k, add, p: plan)
     q, k, v = make_inputs(3, 4, 37, 41, 8)
     s = sharp_rbf(4)
     mask = padding_mask(3, 41)[:, None, None, :] if masked else None
@@ -696,11 +697,11 @@ def test_sdpa_trains_on_transposed_inputs_like_eager(monkeypatch, plan, masked):
     """q, k, v as (B, L, H, D) storage seen as (B, H, L, D), as a Hugging Face layer passes
     them (odd lengths, Lq < Lk, a scale of its own): the same outputs and gradients as
     eager, in every way of cutting blocks."""
-    from tisa import attention as attention_module
+    from tisa.attention import sdpa as sdpa_module
 
     if plan is not None:
-        plan = attention_module._Plan(*plan)
-        monkeypatch.setattr(attention_module, "_block_plan", lambda q, k, v, add: plan)
+        plan = sdpa_module._Plan(*plan)
+        monkeypatch.setattr(sdpa_module, "_block_plan", lambda q, k, v, add: plan)
     b, h, lq, lk, d = 3, 4, 37, 41, 8
     g = torch.Generator().manual_seed(0)
     leaves = [torch.randn(b, n, h, d, generator=g).requires_grad_() for n in (lq, lk, lk)]

@@ -121,16 +121,16 @@ def test_demo_conversion_section(tmp_path):
 def test_demo_refuses_a_pretraining_run_made_with_other_settings(tmp_path, monkeypatch):
     """The demo's pretraining reuses a finished run only if it was trained with the demo's
     steps, seed and scoring rate (pretrain_or_reuse's must_match)."""
-    import tisa.train.pretrain as pretrain_lib
+    import tisa.demo as demo_lib
     from tisa.demo import DemoConfig, _pretraining_section
 
     seen = []
 
-    def record(config, *, must_match=()):
+    def record(config, *, must_match=(), ti_measure=None):
         seen.append(set(must_match))
         raise ValueError("stop")
 
-    monkeypatch.setattr(pretrain_lib, "pretrain_or_reuse", record)
+    monkeypatch.setattr(demo_lib, "pretrain_or_reuse", record)
     with pytest.raises(ValueError, match="stop"):
         _pretraining_section(tmp_path, DemoConfig(), [])
     assert seen and {"max_steps", "seed", "tisa_learning_rate"} <= seen[0]

@@ -26,7 +26,7 @@ def test_minilm_loads_from_the_installed_package():
 
 def test_analysis_and_convert_load_the_minilm_hub_id_offline(monkeypatch):
     """load_model (behind tisa analyze and tisa convert) takes the Hub id with no network."""
-    from tisa.analysis.loading import load_model
+    from tisa.hf.loading import load_model
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     model, tokenizer = load_model(MINILM)

@@ -134,7 +134,8 @@ def test_alibi_learned_starts_as_alibi_and_learns_nonnegative_slopes():
 @pytest.mark.parametrize("position", ["fire", "alibi_learned"])
 def test_schemes_build_and_train_their_positional_parameters(arch, position):
     from tisa.hf import iter_scorers, parameter_groups, scoring_parameter_names
-    from tisa.train.masked_lm import build_model, masked_lm_forward
+    from tisa.pretrain.build import build_model
+    from tisa.pretrain.masked_lm import masked_lm_forward
 
     model = build_model(arch=arch, size="tiny", position=position, vocab_size=50, seed=0)
     scorers = [s for _, s in iter_scorers(model)]
@@ -166,8 +167,8 @@ def test_schemes_build_and_train_their_positional_parameters(arch, position):
 
 def test_pretrain_fire_starts_its_threshold_at_the_training_length(tmp_path, monkeypatch):
     from tisa.hf import iter_scorers
-    from tisa.train.causal_lm import load_causal_lm
-    from tisa.train.pretrain import PretrainConfig, pretrain
+    from tisa.pretrain.causal_lm import load_causal_lm
+    from tisa.pretrain.run import PretrainConfig, pretrain
 
     monkeypatch.setenv("TISA_CACHE_DIR", str(tmp_path / "cache"))
     run = pretrain(

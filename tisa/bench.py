@@ -21,9 +21,7 @@ allocation into page faults and would penalise allocation-heavy variants.
 
 from __future__ import annotations
 
-import ctypes
 import gc
-import re
 import statistics
 import time
 from collections.abc import Callable
@@ -37,56 +35,10 @@ from tisa import bias as bias_lib
 from tisa import scoring
 from tisa._validate import check_int
 from tisa.attention import attention
+from tisa.memory import peak_memory, set_mmap_threshold
+from tisa.reports.markdown import markdown_table
 
 # ------------------------------------------------------------------ measurement
-
-
-def _status(field_name: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            m = re.search(rf"{field_name}:\s+(\d+) kB", f.read())
-    except OSError:
-        return None
-    return int(m.group(1)) * 1024 if m else None
-
-
-def peak_memory(fn: Callable[[], object]) -> int | None:
-    """Extra resident memory (bytes) at the peak of ``fn()``; None where unmeasurable."""
-    gc.collect()
-    _trim()
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset the high-water mark
-    except OSError:
-        fn()
-        return None
-    before = _status("VmRSS")
-    fn()
-    hwm = _status("VmHWM")
-    if before is None or hwm is None:
-        return None
-    return max(0, hwm - before)
-
-
-_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
-
-
-def _set_mmap_threshold(nbytes: int) -> bool:
-    """Sets glibc's mmap threshold; False where the C library is not glibc."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(_M_MMAP_THRESHOLD, int(nbytes)))
-    except (OSError, AttributeError):
-        return False
-
-
-def _trim() -> None:
-    """Returns free heap memory to the system (glibc), so it cannot hide new allocations."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
 
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 
@@ -379,7 +331,7 @@ def _run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool) -> list[
                     "memory_ratio": None,
                 }
             )
-    exact = _set_mmap_threshold(64 << 10)
+    exact = set_mmap_threshold(64 << 10)
     try:
         for layout, length, backward in tqdm(
             jobs, desc="attention benchmark: memory", disable=not progress
@@ -402,15 +354,13 @@ def _run_attention_benchmark(cfg: AttentionBenchConfig, progress: bool) -> list[
             del fns
             gc.collect()
     finally:
-        _set_mmap_threshold(32 << 20)  # glibc's largest dynamic threshold
+        set_mmap_threshold(32 << 20)  # glibc's largest dynamic threshold
     return rows
 
 
 def format_table(rows: list[dict]) -> str:
     """A Markdown table of benchmark rows: time ratios as the median over runs with their
     range over runs (over rounds when there was one run)."""
-    from tisa.reports.markdown import markdown_table
-
     several = any(len(r.get("run_ratios", ())) > 1 for r in rows)
     lines = []
     for r in rows:

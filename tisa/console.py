@@ -3,7 +3,7 @@
 By default (``tisa <command>``) the libraries speak only when something went wrong:
 transformers and datasets log errors only, the datasets progress bars (for maps that take
 a fraction of a second) are off, the Trainer's raw log dictionaries are replaced by one
-named bar (:class:`tisa.train.callbacks.StageProgress`), and the Python warnings in
+named bar (:class:`tisa.hf.trainer.StageProgress`), and the Python warnings in
 :data:`QUIET_WARNINGS`, which a user cannot act on, are not shown. The metrics still go
 to the run folder's files. ``tisa --verbose <command>`` (:func:`configure` with
 ``verbose=True``) shows all of it: the Trainer's dictionaries, every warning and
@@ -20,7 +20,14 @@ import sys
 import warnings
 from collections.abc import Iterator
 
-__all__ = ["QUIET_WARNINGS", "configure", "format_seconds", "stage_done", "verbose"]
+__all__ = [
+    "QUIET_WARNINGS",
+    "configure",
+    "forget_caught_interrupt",
+    "format_seconds",
+    "stage_done",
+    "verbose",
+]
 
 #: (category, message regex) of the Python warnings that the quiet console does not show:
 #: said by a library about its own internals, nothing a user of tisa can change. (The
@@ -98,3 +105,14 @@ def stage_done(name: str, text: str) -> None:
     from tqdm.auto import tqdm
 
     tqdm.write(f"{name}: {text}", file=sys.stderr)
+
+
+def forget_caught_interrupt() -> None:
+    """Lets a caught Ctrl-C end ``python -m ...`` with the exit code the program returns.
+
+    CPython flags a KeyboardInterrupt as unhandled when it passes through ``exec()`` or
+    ``eval()`` of a string (dataclasses build their methods that way), even if it is
+    caught further up; a process started with ``-m`` then kills itself with SIGINT at exit
+    instead of returning its code. Running an empty string clears that flag.
+    """
+    exec("")

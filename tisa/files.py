@@ -137,17 +137,21 @@ def replace_folder(staged: str | os.PathLike[str], final: str | os.PathLike[str]
 
     The files are flushed to disk first, so that after a crash a folder named ``final``
     is always complete. An existing ``final`` (the same checkpoint saved again after a
-    resume) is removed first.
+    resume, distillation's one checkpoint) is moved aside to ``<final>.old`` and removed
+    once the new one is in place, so a crash in between leaves the previous one there.
 
     Returns:
         ``final`` as a path.
     """
     staged, final = Path(staged), Path(final)
-    if final.is_dir():
-        shutil.rmtree(final)
     fsync_tree(staged)
+    old = final.with_name(final.name + ".old")
+    if final.is_dir():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(final, old)
     os.replace(staged, final)
     fsync_folder(final.parent)
+    shutil.rmtree(old, ignore_errors=True)
     return final
 
 

@@ -60,7 +60,8 @@ def train_and_evaluate(
 
     from tisa.data.offset_task import offset_batch, total_vocab
     from tisa.hf import parameter_groups
-    from tisa.train.masked_lm import build_model, scoring_family
+    from tisa.pretrain.build import build_model
+    from tisa.pretrain.schemes import scoring_family
 
     options = {"init_threshold": float(train_length)} if scoring_family(position) == "fire" else {}
     model = build_model(
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from tisa.files import write_atomic, write_json
-    from tisa.train.masked_lm import POSITIONS
+    from tisa.pretrain.schemes import POSITIONS
 
     unknown = [p for p in args.positions if p not in POSITIONS]
     if unknown:

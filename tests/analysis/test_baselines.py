@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from tests.analysis.test_extract import _configs, _tiny
-from tisa.analysis import baselines, extract, metrics, nulls
+from tisa import metrics
+from tisa.analysis import baselines, extract, nulls
 
 L = 12
 

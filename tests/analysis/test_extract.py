@@ -10,9 +10,10 @@ import pytest
 import torch
 import transformers as hf
 
-from tisa import scoring
-from tisa.analysis import extract, loading, metrics, training
+from tisa import metrics, scoring
+from tisa.analysis import extract, training
 from tisa.data.corpus import ptb_lines
+from tisa.hf import loading
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

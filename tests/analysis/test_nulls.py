@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from tisa.analysis import metrics, nulls
+from tisa import metrics
+from tisa.analysis import nulls
 
 
 def _sinusoidal(n: int, d: int) -> torch.Tensor:

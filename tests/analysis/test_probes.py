@@ -9,7 +9,8 @@ import torch
 import transformers as hf
 
 from tests.analysis.test_extract import _configs
-from tisa.analysis import extract, metrics, nulls, probes
+from tisa import metrics
+from tisa.analysis import extract, nulls, probes
 
 N = 10  # probe length
 

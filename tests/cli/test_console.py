@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.train.tiny import TINY
+from tests.pretrain.tiny import TINY
 from tisa.console import format_seconds
 
 REPO = Path(__file__).resolve().parents[2]

@@ -206,14 +206,10 @@ def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts
 
 
 def test_positional_scale_compares_the_models_term_with_tisas(converted, tmp_path):
-    """benchmarks/positional_scale.py: the model's measured term per layer, as in fit.pt,
+    """tisa.convert.positional_scale: the model's measured term per layer, as in fit.pt,
     against the scorers that `keep` adds."""
-    import importlib.util
+    from tisa.convert import positional_scale as scale
 
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / "positional_scale.py"
-    spec = importlib.util.spec_from_file_location("positional_scale", script)
-    scale = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(scale)
     _, out = converted
     result = scale.measure(out, start="paper", seed=1, max_offset=16)
     fit = torch.load(out / "fit.pt", weights_only=True)["fit"]
@@ -244,11 +240,11 @@ def _script(name: str):
 
 @pytest.mark.skipif(not GLUE_DIR.is_dir(), reason="needs the GLUE data beside the repository")
 def test_word_order_probe_tells_the_models_apart(converted, tmp_path):
-    """benchmarks/word_order.py: a model without positions does not see a swap; the
+    """tisa.convert.word_order: a model without positions does not see a swap; the
     original does; the probe scores every layer and pairs the models."""
     import random
 
-    wo = _script("word_order")
+    from tisa.convert import word_order as wo
     rng = random.Random(0)
     sentence = "the cat sat on the mat today"
     for perm in (wo.swapped(sentence, rng), wo.shuffled(sentence, rng)):

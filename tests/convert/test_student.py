@@ -11,9 +11,9 @@ from transformers import AutoModel, AutoTokenizer
 
 import tisa.hf
 from tisa import bias as bias_lib
-from tisa.analysis.metrics import offset_profile
 from tisa.convert.profiles import attention_profiles, text_blocks
 from tisa.convert.student import build_student, fit_layers
+from tisa.metrics import offset_profile
 
 
 @pytest.fixture(scope="module")

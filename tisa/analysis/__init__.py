@@ -1,14 +1,18 @@
 """Measuring translation invariance in transformer language models.
 
-* :mod:`tisa.analysis.metrics`: pure tensor -> number (TI, Toeplitz projection, offset
-  profiles, locality and symmetry of attention): where TI is computed.
-* :mod:`tisa.analysis.extract`: position embeddings, layer-1 positional logits F_P and TISA
-  scoring functions, from Hugging Face models.
+* :mod:`tisa.metrics` (below the features, re-exported here): pure tensor -> number (TI,
+  Toeplitz projection, offset profiles, locality and symmetry of attention): where TI is
+  computed.
+* :mod:`tisa.analysis.extract`: layer-1 positional logits F_P and TISA scoring functions,
+  from Hugging Face models (the position table itself: :mod:`tisa.hf.architectures`).
 * :mod:`tisa.analysis.probes`: mean attention on position-only and real-text inputs.
 * :mod:`tisa.analysis.training`: TI over training (checkpoints or a run's ``ti.jsonl``).
-* :mod:`tisa.analysis.loading`: loading a model (Hub id or folder) for analysis.
+* :mod:`tisa.analysis.positional_ti`: TI of a position table against nulls, the measure
+  ``tisa pretrain`` logs at each checkpoint.
+* :mod:`tisa.hf.loading`: loading a model (Hub id or folder), below the features.
 * :mod:`tisa.analysis.results`: the typed results; :mod:`tisa.analysis.pipeline`:
-  :func:`analyze`, which measures models and writes ``metrics.json`` and the report.
+  :func:`analyze`, which measures models and writes ``metrics.json`` and the report
+  (:mod:`tisa.analysis.report`).
 
 Names below load their module on first use, so that ``tisa --help`` does not pay for
 torch, transformers or matplotlib.
@@ -20,14 +24,14 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "OffsetProfile": "tisa.analysis.metrics",
-    "locality": "tisa.analysis.metrics",
-    "offset_profile": "tisa.analysis.metrics",
-    "symmetry": "tisa.analysis.metrics",
-    "toeplitz_projection": "tisa.analysis.metrics",
-    "translation_invariance": "tisa.analysis.metrics",
-    "transpose_symmetry": "tisa.analysis.metrics",
-    "load_model": "tisa.analysis.loading",
+    "OffsetProfile": "tisa.metrics",
+    "locality": "tisa.metrics",
+    "offset_profile": "tisa.metrics",
+    "symmetry": "tisa.metrics",
+    "toeplitz_projection": "tisa.metrics",
+    "translation_invariance": "tisa.metrics",
+    "transpose_symmetry": "tisa.metrics",
+    "load_model": "tisa.hf.loading",
     "positional_logits": "tisa.analysis.extract",
     "position_embeddings": "tisa.analysis.extract",
     "scoring_profiles": "tisa.analysis.extract",

@@ -28,8 +28,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tisa import metrics
 from tisa._validate import check_int
-from tisa.analysis import metrics
 from tisa.analysis.extract import LnInput, is_causal, position_embeddings, positional_logits
 from tisa.analysis.nulls import NullBaselines, compare_many_to_nulls, cosine_ti, gram_ti
 

@@ -4,7 +4,9 @@ Supported: models with a learned (or fixed) absolute position-embedding table, n
 BERT, RoBERTa (and XLM-R / CamemBERT, which share its embeddings), ALBERT, ELECTRA,
 DistilBERT and GPT-2, plus TISA models made with :mod:`tisa.hf` (their learned scoring
 functions f_h). Where each family keeps these modules is described once, in
-:mod:`tisa.hf.architectures`; task heads (``...ForMaskedLM`` etc.) and TISA models work too.
+:mod:`tisa.hf.architectures`, which also reads a model's position table
+(:func:`position_embeddings` and the other model facts are re-exported here); task heads
+(``...ForMaskedLM`` etc.) and TISA models work too.
 
 Letters: L positions analysed, E embedding size, D hidden size, H heads, Dh head size.
 
@@ -39,19 +41,32 @@ What is extracted
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
+from tisa import metrics
 from tisa._validate import check_int
-from tisa.analysis import metrics
 from tisa.bias import expand
 from tisa.bias import table as bias_table
-from tisa.hf.architectures import architecture_of, stock_model_type
+from tisa.hf import iter_scorers
+from tisa.hf.architectures import (  # model facts, re-exported here for the analysis
+    SUPPORTED_ARCHITECTURES,
+    PositionalLayout,
+    UnsupportedModelError,
+    check_max_positions,
+    check_table,
+    has_absolute_positions,
+    is_causal,
+    num_positions,
+    position_embeddings,
+    positional_layout,
+    supported_message,
+    swapped_positions,
+)
 
 __all__ = [
     "SUPPORTED_ARCHITECTURES",
@@ -76,123 +91,9 @@ __all__ = [
     "tisa_scorers",
 ]
 
-#: Human-readable list used in error messages.
-SUPPORTED_ARCHITECTURES: tuple[str, ...] = (
-    "BERT",
-    "RoBERTa (also XLM-RoBERTa, CamemBERT)",
-    "ALBERT",
-    "ELECTRA",
-    "DistilBERT",
-    "GPT-2",
-    "TISA models made with tisa.hf",
-)
 
 LnInput = Literal["position+type", "position"]
 Variant = Literal["raw", "ln"]
-
-
-class UnsupportedModelError(ValueError):
-    """The model has neither a supported absolute position table nor TISA scorers."""
-
-
-def supported_message(what: str) -> str:
-    """``what``, followed by the list of supported architectures."""
-    return f"{what}; supported: " + ", ".join(SUPPORTED_ARCHITECTURES) + "."
-
-
-# --------------------------------------------------------------------------------------
-# Where the positional machinery is
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """The positional machinery of one model, found through its family's description."""
-
-    family: str
-    position: nn.Embedding
-    first: int  # table row of position 0
-    token_type: nn.Embedding | None
-    norm: nn.Module | None  # LayerNorm between the embedding sum and layer 1
-    project: nn.Linear | None  # embedding size -> hidden size, after `norm`
-    query: tuple[Tensor, Tensor | None]  # (D, H*Dh) in x @ W form, (H*Dh,)
-    key: tuple[Tensor, Tensor | None]
-    num_heads: int
-    head_dim: int
-    scale: float
-    causal: bool
-
-
-def _base(model: nn.Module) -> nn.Module:
-    return getattr(model, "base_model", model)
-
-
-def _layout(model: nn.Module) -> _Layout:
-    """The position table and layer-1 query/key maps of a supported model."""
-    arch = architecture_of(model)
-    name = type(model).__name__
-    if arch is None:
-        model_type = getattr(getattr(model, "config", None), "model_type", None)
-        raise UnsupportedModelError(
-            supported_message(f"{name} (model_type {model_type!r}) is not a supported family")
-        )
-    base = _base(model)
-    position = arch.position_table(base)
-    if position is None:
-        raise UnsupportedModelError(
-            supported_message(f"{name} has no absolute position-embedding table")
-        )
-    attention = arch.attention_modules(base)[0]
-    query_key = arch.query_key(attention)
-    if query_key is None:
-        raise UnsupportedModelError(
-            supported_message(f"layer-1 query/key of {name} are not Linear")
-        )
-    heads, head_dim = arch.head_shape(attention)
-    return _Layout(
-        family=stock_model_type(model.config),
-        position=position,
-        first=arch.first_position(base),
-        token_type=arch.token_type_table(base),
-        norm=arch.input_norm(base),
-        project=arch.input_projection(base),
-        query=query_key[0],
-        key=query_key[1],
-        num_heads=heads,
-        head_dim=head_dim,
-        scale=arch.logit_scale(attention),
-        causal=arch.causal,
-    )
-
-
-def has_absolute_positions(model: nn.Module) -> bool:
-    """True when :func:`position_embeddings` can analyse ``model``."""
-    try:
-        _layout(model)
-    except UnsupportedModelError:
-        return False
-    return True
-
-
-def is_causal(model: nn.Module) -> bool:
-    """True for decoder-only models (GPT-2, TISA GPT-2, any ``config.is_decoder``)."""
-    arch = architecture_of(model)
-    config = getattr(model, "config", None)
-    return bool(getattr(config, "is_decoder", False)) or (arch is not None and arch.causal)
-
-
-def num_positions(model: nn.Module) -> int:
-    """Number of real positions the model's table covers (512 for BERT and RoBERTa)."""
-    lay = _layout(model)
-    return lay.position.num_embeddings - lay.first
-
-
-def _check_max_positions(model: nn.Module, max_positions: int | None) -> int:
-    total = num_positions(model)
-    if max_positions is None:
-        return total
-    check_int(max_positions, "max_positions", minimum=2)
-    return min(max_positions, total)
 
 
 def describe(model: nn.Module) -> dict[str, Any]:
@@ -207,7 +108,7 @@ def describe(model: nn.Module) -> dict[str, Any]:
         "absolute_positions": has_absolute_positions(model),
     }
     if out["absolute_positions"]:
-        lay = _layout(model)
+        lay = positional_layout(model)
         out.update(
             family=lay.family,
             num_heads=lay.num_heads,
@@ -228,48 +129,6 @@ def describe(model: nn.Module) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 
-@torch.no_grad()
-def position_embeddings(model: nn.Module, max_positions: int | None = None) -> Tensor:
-    """The position-embedding rows of positions 0..L-1: (L, E), float32 on CPU.
-
-    Args:
-        model: a supported Hugging Face model (base or with a task head).
-        max_positions: L; default (``None``) the full table (512 for BERT), capped there.
-    """
-    lay = _layout(model)
-    n = _check_max_positions(model, max_positions)
-    return lay.position.weight.detach()[lay.first : lay.first + n].float().cpu()
-
-
-@contextmanager
-def swapped_positions(model: nn.Module, table: Tensor) -> Iterator[None]:
-    """Positions 0..L-1 of ``model`` use the rows of ``table`` while inside the block.
-
-    The rows are written into the model's position-embedding weights (RoBERTa: from
-    ``padding_idx + 1`` on) and the original rows are restored on leaving, also after an
-    error. Use it to run a model with a null table (:mod:`tisa.analysis.nulls`) and
-    everything else of its own, e.g. an attention probe of L tokens.
-
-    Args:
-        model: a supported Hugging Face model with absolute position embeddings.
-        table: (L, E) rows, L at most the model's number of positions.
-    """
-    lay = _layout(model)
-    rows = _check_table(lay, table)
-    n = rows.shape[0]
-    if n > num_positions(model):
-        raise ValueError(f"table has {n} rows; the model has {num_positions(model)} positions")
-    weight = lay.position.weight
-    keep = weight.detach()[lay.first : lay.first + n].clone()
-    with torch.no_grad():
-        weight[lay.first : lay.first + n] = rows
-    try:
-        yield
-    finally:
-        with torch.no_grad():
-            weight[lay.first : lay.first + n] = keep
-
-
 def gram_matrix(p: Tensor) -> Tensor:
     """P P^T: (L, L) from (L, E)."""
     if p.dim() != 2:
@@ -283,20 +142,6 @@ def cosine_matrix(p: Tensor) -> Tensor:
         raise ValueError(f"p must have shape (L, E), got {tuple(p.shape)}")
     unit = nn.functional.normalize(p, dim=-1)
     return unit @ unit.T
-
-
-def _check_table(lay: _Layout, table: Tensor) -> Tensor:
-    """An (L, E) table for this model's position embeddings, as float32 on CPU."""
-    if not isinstance(table, Tensor):
-        raise ValueError(f"table must be a torch.Tensor of shape (L, E), got {type(table)}")
-    e = lay.position.embedding_dim
-    if table.dim() != 2 or table.shape[0] < 1 or table.shape[1] != e:
-        raise ValueError(
-            f"table must have shape (L, {e}) (the model's embedding size), got {tuple(table.shape)}"
-        )
-    if table.is_complex() or not torch.isfinite(table).all():
-        raise ValueError("table must hold finite real values")
-    return table.detach().to(device=lay.position.weight.device, dtype=lay.position.weight.dtype)
 
 
 @torch.no_grad()
@@ -318,8 +163,8 @@ def layer1_inputs(
     """
     if ln_input not in ("position+type", "position"):
         raise ValueError(f"ln_input must be 'position+type' or 'position', got {ln_input!r}")
-    lay = _layout(model)
-    p = _check_table(lay, table)
+    lay = positional_layout(model)
+    p = check_table(lay, table)
     raw = p if lay.project is None else p @ lay.project.weight.detach().T
     x = p
     if ln_input == "position+type" and lay.token_type is not None:
@@ -338,14 +183,14 @@ def layer1_position_inputs(
     """P~ for both variants (see the module docstring): {"raw": (L, D), "ln": (L, D)}."""
     if ln_input not in ("position+type", "position"):
         raise ValueError(f"ln_input must be 'position+type' or 'position', got {ln_input!r}")
-    lay = _layout(model)
-    n = _check_max_positions(model, max_positions)
+    lay = positional_layout(model)
+    n = check_max_positions(model, max_positions)
     p = lay.position.weight.detach()[lay.first : lay.first + n]
     return layer1_inputs(model, p, ln_input=ln_input)
 
 
 @torch.no_grad()
-def _logits(lay: _Layout, x: Tensor, include_bias: bool) -> Tensor:
+def _logits(lay: PositionalLayout, x: Tensor, include_bias: bool) -> Tensor:
     """(L, D) inputs -> (H, L, L) query-key logits of layer 1."""
     n = x.shape[0]
     (wq, bq), (wk, bk) = lay.query, lay.key
@@ -386,7 +231,7 @@ def positional_logits(
     """
     if variant not in ("raw", "ln"):
         raise ValueError(f"variant must be 'raw' or 'ln', got {variant!r}")
-    lay = _layout(model)
+    lay = positional_layout(model)
     if table is None:
         inputs = layer1_position_inputs(model, max_positions=max_positions, ln_input=ln_input)
     else:
@@ -459,7 +304,7 @@ def extract(
     include_bias: bool = False,
 ) -> PositionalTerms:
     """P, P P^T, cosines and both versions of layer-1 F_P for a supported model."""
-    lay = _layout(model)
+    lay = positional_layout(model)
     p = position_embeddings(model, max_positions)
     inputs = layer1_position_inputs(model, max_positions=max_positions, ln_input=ln_input)
     return PositionalTerms(
@@ -486,8 +331,6 @@ def extract(
 
 def tisa_scorers(model: nn.Module) -> list[tuple[int, nn.Module]]:
     """(layer, scoring function) pairs of a TISA model; empty for other models."""
-    from tisa.hf import iter_scorers
-
     return list(iter_scorers(model))
 
 

@@ -43,7 +43,7 @@ import torch
 from torch import Tensor
 
 from tisa._validate import check_int
-from tisa.analysis.metrics import translation_invariance
+from tisa.metrics import translation_invariance
 
 __all__ = [
     "NULLS",

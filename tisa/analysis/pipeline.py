@@ -19,18 +19,21 @@ all-MiniLM-L6-v2) this measures
 
 and returns them as an :class:`~tisa.analysis.results.AnalysisResult`, written to
 ``metrics.json`` (and, with ``report``, PNG figures and a self-contained ``report.html``
-through :mod:`tisa.reports.analysis`).
+through :mod:`tisa.analysis.report`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from tisa._validate import check_int
+from tisa import metrics
+from tisa.analysis import extract, probes
+from tisa.analysis.baselines import table_nulls
+from tisa.analysis.config import DEFAULT_MODEL_NAME, AnalysisConfig
+from tisa.analysis.report import write_analysis_report
 from tisa.analysis.results import (
     AnalysisResult,
     Layer1Result,
@@ -39,93 +42,18 @@ from tisa.analysis.results import (
     PositionEmbeddingResult,
     TisaResult,
 )
+from tisa.analysis.training import ti_over_training
+from tisa.checkpoints import list_checkpoints
+from tisa.console import verbose
+from tisa.files import RunLock, write_json
+from tisa.hf import positional_parameters
+from tisa.hf.loading import load_model
+from tisa.hub import MINILM, model_source
+from tisa.provenance import run_metadata
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_MODEL_NAME", "AnalysisConfig", "analyze", "analyze_config"]
-
-DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
-
-
-@dataclass(frozen=True)
-class AnalysisConfig:
-    """Settings of an analysis (validated on construction).
-
-    Attributes:
-        models: Hugging Face Hub ids or local model folders (several: side-by-side
-            comparison). Default: the offline all-MiniLM-L6-v2 (unless only
-            ``checkpoints`` is given, then its last checkpoint).
-        output_dir: folder for metrics.json, figures and report.html.
-        max_positions: analyse the first N positions of the position table (default: all,
-            e.g. 512).
-        probe_length: sequence length of the attention probes (capped at the model's
-            positions).
-        num_sequences: real-text sequences averaged by the sentence probe.
-        checkpoints: a Trainer output folder with checkpoint-<step>/ subfolders: TI over
-            training.
-        ln_input: what the embedding LayerNorm sees for the 'through LN' F_P: P plus the
-            mean token-type embedding (position+type) or P alone (position).
-        include_bias: include the query/key biases in F_P (default: the pure
-            P W_Q W_K^T P^T term).
-        probe: run the attention probes (forward passes).
-        max_offset: TISA models: plot f_h(k) for k = -K..K.
-        null_draws: null tables per null for the figures of the position table (P P^T,
-            cos(P), F_P; also per checkpoint with ``checkpoints``); 0 computes no nulls.
-        probe_null_draws: null tables per null for the attention probes (each costs two
-            forward passes of every probe input); 0 computes none.
-        null_seed: seed of the null tables.
-        progress: show progress bars.
-        report: write figures and report.html (metrics.json is always written).
-    """
-
-    models: tuple[str, ...] = field(
-        default=(), metadata={"cli": {"positional": True, "metavar": "MODEL"}}
-    )
-    output_dir: str = "runs/analyze"
-    max_positions: int | None = field(default=None, metadata={"cli": {"metavar": "N"}})
-    probe_length: int = field(default=128, metadata={"cli": {"metavar": "N"}})
-    num_sequences: int = field(default=8, metadata={"cli": {"metavar": "N"}})
-    checkpoints: str | None = field(default=None, metadata={"cli": {"metavar": "DIR"}})
-    ln_input: Literal["position+type", "position"] = "position+type"
-    include_bias: bool = False
-    probe: bool = True
-    max_offset: int = field(default=64, metadata={"cli": {"metavar": "K"}})
-    null_draws: int = field(default=10, metadata={"cli": {"metavar": "N"}})
-    probe_null_draws: int = field(default=8, metadata={"cli": {"metavar": "N"}})
-    null_seed: int = field(default=0, metadata={"cli": {"metavar": "SEED"}})
-    progress: bool = field(
-        default=True, metadata={"cli": {"flag": "--quiet", "help": "no progress bars or summary"}}
-    )
-    report: bool = field(default=True, metadata={"cli": {"skip": True}})
-
-    def __post_init__(self) -> None:
-        models = (self.models,) if isinstance(self.models, str) else self.models
-        object.__setattr__(self, "models", tuple(str(m) for m in models))
-        object.__setattr__(self, "output_dir", str(self.output_dir))
-        if self.checkpoints is not None:
-            object.__setattr__(self, "checkpoints", str(self.checkpoints))
-            if not Path(self.checkpoints).is_dir():
-                raise ValueError(
-                    f"checkpoints must be an existing folder, got {self.checkpoints!r}"
-                )
-        check_int(self.max_positions, "max_positions", 2, optional=True)
-        check_int(self.probe_length, "probe_length", 2)
-        check_int(self.num_sequences, "num_sequences", 1)
-        check_int(self.max_offset, "max_offset", 1)
-        for name in ("null_draws", "probe_null_draws"):
-            if check_int(getattr(self, name), name, 0) == 1:
-                raise ValueError(f"{name} must be 0 (no nulls) or >= 2, got 1")
-        check_int(self.null_seed, "null_seed", 0)
-        if self.ln_input not in ("position+type", "position"):
-            raise ValueError(
-                f"ln_input must be 'position+type' or 'position', got {self.ln_input!r}"
-            )
-
-    def settings(self) -> dict[str, Any]:
-        """The measurement options, as recorded in metrics.json."""
-        keys = ("max_positions", "probe_length", "num_sequences", "ln_input", "include_bias")
-        nulls = ("null_draws", "probe_null_draws", "null_seed")
-        return {k: getattr(self, k) for k in (*keys, "probe", "max_offset", *nulls)}
 
 
 def analyze(
@@ -157,7 +85,7 @@ def analyze(
         and ``report.html``.
 
     Raises:
-        ValueError: bad arguments; :class:`~tisa.analysis.loading.ModelLoadError` for a
+        ValueError: bad arguments; :class:`~tisa.hf.loading.ModelLoadError` for a
             model that cannot be loaded; :class:`~tisa.analysis.extract.UnsupportedModelError`
             for an unsupported architecture (both are ``ValueError``).
     """
@@ -187,11 +115,6 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
     import dataclasses
 
     from tqdm.auto import tqdm
-
-    from tisa.analysis.training import ti_over_training
-    from tisa.checkpoints import list_checkpoints
-    from tisa.files import RunLock, write_json
-    from tisa.provenance import run_metadata
 
     sources, labels = list(config.models), list(config.models)
     ckpt_dir = Path(config.checkpoints) if config.checkpoints is not None else None
@@ -238,15 +161,11 @@ def analyze_config(config: AnalysisConfig) -> AnalysisResult:
         metrics = {**result.to_dict(), "provenance": run_metadata()}
         files = [write_json(out_dir / "metrics.json", metrics)]
         if config.report:
-            from tisa.reports.analysis import write_analysis_report
-
             files += write_analysis_report(result, out_dir)
     return dataclasses.replace(result, files=tuple(files))
 
 
 def _default_model() -> str:
-    from tisa.hub import MINILM, model_source
-
     source = model_source(MINILM)
     if source == MINILM:
         raise ValueError(
@@ -274,8 +193,6 @@ def _display_names(sources: list[str]) -> list[str]:
 def _quiet_transformers() -> None:
     from transformers.utils import logging as hf_logging
 
-    from tisa.console import verbose
-
     if verbose():  # tisa --verbose: the libraries' logs as they are
         return
     hf_logging.set_verbosity_error()
@@ -297,8 +214,6 @@ def _attention_terms(
 ) -> PositionalAttentionResult:
     """F_P of one variant (``"raw"`` or ``"ln"``) with its metrics and, from
     ``baselines`` (:class:`~tisa.analysis.baselines.TableNulls` or None), its nulls."""
-    from tisa.analysis import metrics
-
     attn = _masked_softmax(fp, causal)
     nulls = head_nulls = None
     if baselines is not None:
@@ -323,10 +238,6 @@ def _analyze_one(
     name: str, source: str, *, label: str, config: AnalysisConfig, bar: Any
 ) -> ModelAnalysis:
     """Everything measured on one model."""
-    from tisa.analysis import extract, metrics, probes
-    from tisa.analysis.baselines import table_nulls
-    from tisa.analysis.loading import load_model
-
     t0 = time.perf_counter()
     bar.set_postfix_str(f"{name}: loading")
     model, tokenizer = load_model(source, tokenizer=config.probe)
@@ -408,8 +319,6 @@ def _analyze_one(
     bar.set_postfix_str(f"{name}: TISA")
     tisa = None
     if scorers:
-        from tisa.hf import positional_parameters
-
         tisa = TisaResult(
             profiles=extract.scoring_profiles(scorers, max_offset=config.max_offset),
             num_positional_parameters=positional_parameters(model)["tisa"],

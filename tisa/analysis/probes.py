@@ -13,7 +13,7 @@ Two probes, both averaged into one (L, L) attention matrix per layer and head:
     tokenizer's special tokens around them (``[CLS] ... [SEP]`` for BERT). Averaging over
     different texts washes out content, so what remains is mostly positional.
 
-For each averaged matrix we report TI (:func:`tisa.analysis.metrics.translation_invariance`,
+For each averaged matrix we report TI (:func:`tisa.metrics.translation_invariance`,
 on the j <= i triangle for causal models), its off-diagonal version, locality and
 symmetry (Chen et al., 2023), and for each layer the head-averaged attention along each
 diagonal (its offset profile). The model is switched to eager attention when needed
@@ -48,9 +48,17 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tisa import metrics
 from tisa._validate import check_int
-from tisa.analysis import metrics
+from tisa.analysis.extract import (
+    has_absolute_positions,
+    is_causal,
+    num_positions,
+    position_embeddings,
+    swapped_positions,
+)
 from tisa.analysis.nulls import NullBaselines, compare_many_to_nulls
+from tisa.data.corpus import ptb_lines
 
 __all__ = [
     "PROBE_METRICS",
@@ -214,8 +222,6 @@ def sentence_ids(
 
 
 def _ptb_validation(limit: int = 2000) -> list[str]:
-    from tisa.data.corpus import ptb_lines
-
     return ptb_lines("validation", unk=None)[:limit]
 
 
@@ -349,8 +355,6 @@ def probe_nulls(
     """
     from tqdm.auto import tqdm
 
-    from tisa.analysis.extract import position_embeddings, swapped_positions
-
     n = check_int(draws, "draws", minimum=2)
     check_int(seed, "seed", minimum=0)
     if not inputs:
@@ -424,8 +428,6 @@ def attention_probe(
         null_seed: generator seed of the null tables.
         progress: show progress bars.
     """
-    from tisa.analysis.extract import has_absolute_positions, is_causal, num_positions
-
     _check_length(length)
     draws = check_int(null_draws, "null_draws", minimum=0)
     if draws == 1:

@@ -3,7 +3,7 @@
 :func:`tisa.analysis.analyze` returns an :class:`AnalysisResult`: per model a
 :class:`ModelAnalysis` with the numbers *and* the matrices they were computed from (for
 figures), and optionally the :class:`~tisa.analysis.training.TrainingTI` of a run. Reports
-(:mod:`tisa.reports.analysis`) draw from these objects and compute nothing themselves;
+(:mod:`tisa.analysis.report`) draw from these objects and compute nothing themselves;
 ``to_dict()`` gives the plain data written to ``metrics.json``.
 
 Letters: L positions, E embedding size, H heads, N layers.
@@ -20,10 +20,10 @@ import torch
 from torch import Tensor
 
 from tisa.analysis.extract import ScoringProfiles
-from tisa.analysis.metrics import OffsetProfile
 from tisa.analysis.nulls import NullBaselines
 from tisa.analysis.probes import ProbeResult
 from tisa.analysis.training import TrainingTI
+from tisa.metrics import OffsetProfile
 
 __all__ = [
     "AnalysisResult",
@@ -203,6 +203,23 @@ class TisaResult:
 
 
 @dataclass(frozen=True)
+class Headline:
+    """One of a model's headline TI figures (:meth:`ModelAnalysis.headline`).
+
+    Attributes:
+        key: the figure's name in metrics.json (``"ti_gram_offdiag"``, ``"fp_ln"``, ...).
+        label: a short plain-text label ("P P^T off-diag.").
+        value: the TI.
+        nulls: its null baselines, None where they were not computed.
+    """
+
+    key: str
+    label: str
+    value: float
+    nulls: NullBaselines | None
+
+
+@dataclass(frozen=True)
 class ModelAnalysis:
     """Everything measured on one model.
 
@@ -231,6 +248,42 @@ class ModelAnalysis:
     @property
     def causal(self) -> bool:
         return bool(self.info.get("causal", False))
+
+    def headline(self) -> list[Headline]:
+        """The model's headline TI figures, in the order every summary shows them: P P^T
+        with and without its diagonal, cos(P) without it, the mean over layer-1 heads of
+        F_P (raw and through LN), and the off-diagonal TI of the two attention probes.
+        Figures that were not measured are left out."""
+        out: list[Headline] = []
+        pe, l1, probes = self.position_embeddings, self.layer1, self.probes or {}
+        if pe is not None:
+            pn = pe.nulls or {}
+            out += [
+                Headline("ti_gram", "P P^T", pe.ti_gram, pn.get("ti_gram")),
+                Headline(
+                    "ti_gram_offdiag",
+                    "P P^T off-diag.",
+                    pe.ti_gram_offdiag,
+                    pn.get("ti_gram_offdiag"),
+                ),
+                Headline(
+                    "ti_cosine_offdiag",
+                    "cos(P) off-diag.",
+                    pe.ti_cosine_offdiag,
+                    pn.get("ti_cosine_offdiag"),
+                ),
+            ]
+        if l1 is not None:
+            for key, label, terms in (("fp_raw", "F_P raw", l1.raw), ("fp_ln", "F_P LN", l1.ln)):
+                out.append(Headline(key, label, terms.ti_mean, (terms.nulls or {}).get("ti_mean")))
+        for key, label in (("repeated", "probe rep."), ("sentences", "probe sent.")):
+            if key in probes:
+                p = probes[key]
+                b = None if p.nulls is None else p.nulls.mean["ti_offdiag"]
+                out.append(
+                    Headline(f"probe_{key}", f"{label} off-diag.", float(p.ti_offdiag.mean()), b)
+                )
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -10,7 +10,7 @@ then, and Spearman's rank correlation of each TI series with the step and with t
   and, with ``null_draws``, every figure's null baselines at every checkpoint
   (:mod:`tisa.analysis.baselines`), or
 * from the ``ti.jsonl`` that ``tisa pretrain`` writes while it trains
-  (:func:`read_ti_log`; see :class:`tisa.train.callbacks.TranslationInvarianceCallback`),
+  (:func:`read_ti_log`; see :class:`tisa.pretrain.callbacks.TranslationInvarianceCallback`),
   which holds the three series of :data:`SERIES` only.
 
 Both measure with :meth:`tisa.analysis.extract.PositionalTerms.translation_invariance`.
@@ -33,10 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tisa._validate import check_int
+from tisa.analysis.baselines import table_nulls
 from tisa.analysis.extract import LnInput, extract
 from tisa.analysis.nulls import NullBaselines
 from tisa.checkpoints import checkpoint_name, checkpoint_step, list_checkpoints
 from tisa.files import read_jsonl
+from tisa.hf.loading import load_model
+from tisa.metrics import translation_invariance
 
 __all__ = [
     "NULL_SERIES",
@@ -44,7 +48,9 @@ __all__ = [
     "SERIES",
     "Correlation",
     "TrainingTI",
+    "TI_LOG_SERIES",
     "read_ti_log",
+    "ti_loss_curve",
     "spearman",
     "ti_over_training",
 ]
@@ -261,11 +267,6 @@ def ti_over_training(
     """
     from tqdm.auto import tqdm
 
-    from tisa._validate import check_int
-    from tisa.analysis.baselines import table_nulls
-    from tisa.analysis.loading import load_model
-    from tisa.analysis.metrics import translation_invariance
-
     if check_int(null_draws, "null_draws", minimum=0) == 1:
         raise ValueError("null_draws must be 0 (no nulls) or >= 2, got 1")
     check_int(null_seed, "null_seed", minimum=0)
@@ -320,3 +321,25 @@ def read_ti_log(path: str | os.PathLike[str], *, evaluated_only: bool = False) -
     if evaluated_only:
         rows = [r for r in rows if r.get("eval_loss") is not None]
     return TrainingTI.from_rows(Path(path).parent.name, rows)
+
+
+#: TI series of the absolute run over training (ti.jsonl keys).
+#: The TI series of a pretraining run's ti.jsonl that :func:`ti_loss_curve` follows.
+TI_LOG_SERIES = ("ti_gram", "ti_fp_raw", "ti_gram_offdiag", "ti_cos_offdiag", "ti_fp_raw_offdiag")
+
+
+def ti_loss_curve(path: Path) -> dict[str, Any]:
+    """The TI a run logged at every evaluated checkpoint (``ti.jsonl``), with its nulls and
+    Spearman's rho of each series against the validation loss."""
+    rows = [r for r in read_jsonl(path) if r.get("eval_loss") is not None]
+    curve: dict[str, Any] = {
+        "steps": [r["step"] for r in rows],
+        "eval_loss": [r["eval_loss"] for r in rows],
+    }
+    for key in TI_LOG_SERIES:
+        curve[key] = [r.get(key) for r in rows]
+        rho = spearman(curve[key], curve["eval_loss"])  # None with < 3 known values
+        curve[f"spearman_{key}_vs_eval_loss"] = None if rho is None else rho.rho
+        curve[f"spearman_{key}_vs_eval_loss_p"] = None if rho is None else rho.pvalue
+    curve["nulls"] = [r.get("nulls") for r in rows]
+    return curve

@@ -36,6 +36,11 @@ import importlib
 import os
 import sys
 
+from tisa import __version__
+from tisa._validate import check_output_dir
+from tisa.console import configure, forget_caught_interrupt
+from tisa.hub import use_offline_mode_if_unreachable
+
 __all__ = ["SUBCOMMANDS", "build_parser", "is_main_process", "main"]
 
 # subcommand name -> (module, one-line description). Only the module of the subcommand that
@@ -86,17 +91,6 @@ USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError)
 INTERRUPTED_EXIT = 130
 
 
-def forget_caught_interrupt() -> None:
-    """Lets a caught Ctrl-C end ``python -m ...`` with the exit code the program returns.
-
-    CPython flags a KeyboardInterrupt as unhandled when it passes through ``exec()`` or
-    ``eval()`` of a string (dataclasses build their methods that way), even if it is
-    caught further up; a process started with ``-m`` then kills itself with SIGINT at exit
-    instead of returning its code. Running an empty string clears that flag.
-    """
-    exec("")
-
-
 def is_main_process() -> bool:
     """True on the process that prints (rank 0 under torchrun / accelerate launch)."""
     return int(os.environ.get("RANK", "0")) == 0
@@ -104,8 +98,6 @@ def is_main_process() -> bool:
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``tisa`` parser; only ``command``'s module is imported to fill its options."""
-    from tisa import __version__
-
     parser = argparse.ArgumentParser(
         prog="tisa",
         description="Translation-invariant self-attention: measure, train and show "
@@ -126,21 +118,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             module = importlib.import_module(path)
             module.add_arguments(p)
             hint = getattr(module, "INTERRUPTED", "nothing was kept; rerun the command")
-            p.set_defaults(_run=module.run, _interrupted=hint)
+            p.set_defaults(_run=module.run, _interrupted=hint, _parser=p)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs ``tisa``; returns the exit code (2 for bad input and 130 after Ctrl-C, each
     with a one-line message)."""
-    from tisa._validate import check_output_dir
-
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     if command in HUB_COMMANDS and not {"-h", "--help"} & set(argv):
         # before the command's module is imported: the hub libraries read HF_HUB_OFFLINE
         # when they are imported
-        from tisa.hub import use_offline_mode_if_unreachable
 
         use_offline_mode_if_unreachable()
     parser = build_parser(command if command in SUBCOMMANDS else None)
@@ -151,8 +140,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     console = contextlib.nullcontext()
     if args.command in HUB_COMMANDS:
-        from tisa.console import configure
-
         console = configure(verbose=args.verbose)
     try:
         if getattr(args, "output_dir", None) is not None:

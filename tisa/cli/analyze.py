@@ -1,14 +1,17 @@
 """``tisa analyze``: the command line of :func:`tisa.analysis.analyze` (options:
-:class:`tisa.analysis.pipeline.AnalysisConfig`)."""
+:class:`tisa.analysis.config.AnalysisConfig`)."""
 
 from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING
 
-from tisa.analysis.pipeline import AnalysisConfig, analyze_config
-from tisa.analysis.results import AnalysisResult
+from tisa.analysis.config import AnalysisConfig
 from tisa.cli.args import add_config_arguments, config_from_args
+
+if TYPE_CHECKING:
+    from tisa.analysis.results import AnalysisResult
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the runner loads torch and transformers: only once the command runs, not for --help
+    from tisa.analysis.pipeline import analyze_config
+
     start = time.perf_counter()
     config = config_from_args(AnalysisConfig, args)
     result = analyze_config(config)
@@ -36,7 +42,7 @@ def print_summary(result: AnalysisResult, *, total_s: float) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from tisa.reports.training import format_z
+    from tisa.analysis.training_report import format_z  # with matplotlib: only when printing
 
     def null(c) -> str:
         return f"{c.mean:.3f} ± {c.std:.3f}"
@@ -47,24 +53,7 @@ def print_summary(result: AnalysisResult, *, total_s: float) -> None:
         table.add_column("figure", no_wrap=True)
         for col in ("TI", "random null", "shuffled null", "z"):
             table.add_column(col, justify="right", no_wrap=True)
-        pe, l1, probes = m.position_embeddings, m.layer1, m.probes or {}
-        rows = []  # (figure, value, NullBaselines or None)
-        if pe is not None:
-            pn = pe.nulls or {}
-            rows += [
-                ("P P^T", pe.ti_gram, pn.get("ti_gram")),
-                ("P P^T off-diag.", pe.ti_gram_offdiag, pn.get("ti_gram_offdiag")),
-                ("cos(P) off-diag.", pe.ti_cosine_offdiag, pn.get("ti_cosine_offdiag")),
-            ]
-        if l1 is not None:
-            for label, terms in (("F_P raw", l1.raw), ("F_P LN", l1.ln)):
-                rows.append((label, terms.ti_mean, (terms.nulls or {}).get("ti_mean")))
-        for key, label in (("repeated", "probe rep."), ("sentences", "probe sent.")):
-            if key in probes:
-                p = probes[key]
-                b = None if p.nulls is None else p.nulls.mean["ti_offdiag"]
-                rows.append((f"{label} off-diag.", float(p.ti_offdiag.mean()), b))
-        for figure, value, b in rows:
+        for figure, value, b in ((h.label, h.value, h.nulls) for h in m.headline()):
             cells = ["-", "-", "-"]
             if b is not None:
                 cells = [null(b.random), null(b.shuffled), format_z(min(b.random.z, b.shuffled.z))]

@@ -19,12 +19,20 @@ the opposite of the default), ``positional``, ``help`` (instead of the docstring
 user as an error message), ``skip`` (not on the command line), and any keyword of
 ``argparse.ArgumentParser.add_argument`` (``nargs``, ``const``, ``metavar``, ``choices``,
 ``type``).
+
+Every command also takes ``--config FILE.json``: the config's dict form
+(``dataclasses.asdict``; a nested config, such as ``tisa convert``'s ``distill``, under its
+field's name). The file's values replace the defaults and the options given on the command
+line replace the file's; required options are still given on the command line. A file
+that cannot be read or holds a key the config does not have is a ``ValueError`` (one
+line, exit code 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import re
 import types
 import typing
@@ -181,6 +189,13 @@ def add_config_arguments(
     """
     hints = typing.get_type_hints(config_class)
     helps = field_help(config_class)
+    if not any(action.dest == "config" for action in parser._actions):
+        parser.add_argument(
+            "--config",
+            metavar="FILE.json",
+            help="settings from a JSON file (the config's dict form); options given here "
+            "override it",
+        )
     together: dict[str, Any] = {}
     for names in exclusive:
         group = parser.add_mutually_exclusive_group()
@@ -195,23 +210,87 @@ def add_config_arguments(
         together.get(field.name, parser).add_argument(*names, **kwargs)
 
 
-def config_from_args(config_class: type, args: argparse.Namespace, **values: Any) -> Any:
-    """The ``config_class`` instance described by parsed arguments (plus ``values``).
+def config_from_args(
+    config_class: type, args: argparse.Namespace, *, section: str | None = None, **values: Any
+) -> Any:
+    """The ``config_class`` instance described by parsed arguments (plus ``values``), over
+    the ``--config`` file's settings when one is given.
+
+    Args:
+        config_class: the config dataclass.
+        args: the parsed command line.
+        section: the key of this config in the file, for a config nested in another
+            (``"distill"`` in ``tisa convert``'s); None: the file's top level.
+        **values: fields set by the caller (they win over the file and the options).
 
     Raises:
-        ValueError: a value the config (or a field's ``parse``) refuses.
+        ValueError: a value the config (or a field's ``parse``) refuses, or a ``--config``
+            file that cannot be read or names a setting the config does not have.
     """
     hints = typing.get_type_hints(config_class)
+    from_file = _file_settings(config_class, args, section, skip=set(values))
+    given = _given_options(args) if from_file else set()
     kwargs: dict[str, Any] = {}
     for field in dataclasses.fields(config_class):
         spec = _spec(field)
         if spec.get("skip") or not field.init or not hasattr(args, field.name):
             continue
+        is_tuple = typing.get_origin(_unwrap(hints[field.name])[0]) is tuple
+        if field.name in from_file and field.name not in given:
+            value = from_file[field.name]  # the field's own value: no parse
+            kwargs[field.name] = tuple(value) if is_tuple and isinstance(value, list) else value
+            continue
         value = getattr(args, field.name)
         if "parse" in spec and value is not None:
             value = spec["parse"](value)
-        elif isinstance(value, list) and typing.get_origin(_unwrap(hints[field.name])[0]) is tuple:
+        elif isinstance(value, list) and is_tuple:
             value = tuple(value)
         kwargs[field.name] = value
     kwargs.update(values)
     return config_class(**kwargs)
+
+
+def _file_settings(
+    config_class: type, args: argparse.Namespace, section: str | None, skip: set[str]
+) -> dict[str, Any]:
+    """The settings of ``config_class`` in the ``--config`` file ({} without one)."""
+    path = getattr(args, "config", None)
+    if path is None:
+        return {}
+    try:
+        data = json.loads(open(path, encoding="utf-8").read())
+    except OSError as err:
+        raise ValueError(f"--config {path}: cannot read it ({err.strerror or err})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"--config {path}: not a JSON file ({err})") from None
+    where = "" if section is None else f" (key {section!r})"
+    if section is not None:
+        data = data.get(section, {}) if isinstance(data, dict) else data
+    if not isinstance(data, dict):
+        raise ValueError(f"--config {path}{where}: expected a JSON object of settings")
+    names = {f.name for f in dataclasses.fields(config_class) if f.init}
+    unknown = sorted(set(data) - names - skip)
+    if unknown:
+        raise ValueError(
+            f"--config {path}{where}: unknown setting(s) {unknown} for "
+            f"{config_class.__name__}; it takes {sorted(names)}"
+        )
+    return {k: v for k, v in data.items() if k not in skip}
+
+
+def _given_options(args: argparse.Namespace) -> set[str]:
+    """The settings given on the command line itself (not defaults): the command's
+    arguments parsed again with every default suppressed."""
+    parser, argv = getattr(args, "_parser", None), getattr(args, "_argv", None)
+    if parser is None or argv is None:
+        return set()
+    rest = argv[argv.index(args.command) + 1 :] if args.command in argv else argv
+    saved = [(action, action.default) for action in parser._actions]
+    try:
+        for action in parser._actions:
+            action.default = argparse.SUPPRESS
+        found, _ = parser.parse_known_args(rest)
+    finally:
+        for action, default in saved:
+            action.default = default
+    return set(vars(found))

@@ -8,6 +8,8 @@ import os
 
 from tisa.bench import AttentionBenchConfig, format_table, run_attention_benchmark
 from tisa.cli.args import add_config_arguments, config_from_args
+from tisa.files import write_atomic, write_json
+from tisa.provenance import run_metadata
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,9 +47,6 @@ def run(args: argparse.Namespace) -> int:
     import dataclasses
 
     import torch
-
-    from tisa.files import write_atomic, write_json
-    from tisa.provenance import run_metadata
 
     cfg = config_from_args(AttentionBenchConfig, args)
     for flag, path in (("--output", args.output), ("--json", args.json)):

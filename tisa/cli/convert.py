@@ -1,14 +1,13 @@
 """``tisa convert``: the command line of :func:`tisa.convert.convert.convert` (options:
-:class:`tisa.convert.convert.ConvertConfig`, distillation options:
-:class:`tisa.convert.distill.DistillSettings`)."""
+:class:`tisa.convert.config.ConvertConfig`, distillation options:
+:class:`tisa.convert.config.DistillSettings`)."""
 
 from __future__ import annotations
 
 import argparse
 
 from tisa.cli.args import add_config_arguments, config_from_args
-from tisa.convert.convert import ConvertConfig, convert
-from tisa.convert.distill import DistillSettings
+from tisa.convert.config import ConvertConfig, DistillSettings
 
 #: What to do after Ctrl-C (printed by :func:`tisa.cli.main`).
 INTERRUPTED = (
@@ -23,7 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from_args(ConvertConfig, args, distill=config_from_args(DistillSettings, args))
+    # the runner loads torch and transformers: only once the command runs, not for --help
+    from tisa.convert.convert import convert
+
+    distill = config_from_args(DistillSettings, args, section="distill")
+    config = config_from_args(ConvertConfig, args, distill=distill)
     result = convert(config)
     m = result.metrics
     conv, orig = m["converted"], m["original"]

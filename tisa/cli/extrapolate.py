@@ -1,5 +1,5 @@
-"""``tisa extrapolate``: the command line of :func:`tisa.evaluation.extrapolation.extrapolate`
-(options: :class:`~tisa.evaluation.extrapolation.ExtrapolateConfig`). Exit code 1 when a
+"""``tisa extrapolate``: the command line of :func:`tisa.pretrain.extrapolation.extrapolate`
+(options: :class:`~tisa.pretrain.config.ExtrapolateConfig`). Exit code 1 when a
 run failed at some length."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from tisa.cli.args import add_config_arguments, config_from_args
-from tisa.evaluation.extrapolation import ExtrapolateConfig, extrapolate_config
+from tisa.pretrain.config import ExtrapolateConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,6 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the runner loads torch and transformers: only once the command runs, not for --help
+    from tisa.pretrain.extrapolation import extrapolate_config
+
     config = config_from_args(ExtrapolateConfig, args)
     results = extrapolate_config(config)
     print(results.to_markdown())

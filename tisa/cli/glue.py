@@ -1,5 +1,5 @@
-"""``tisa glue``: the command line of :func:`tisa.train.glue.run_glue` (options:
-:class:`tisa.train.glue.GlueConfig`)."""
+"""``tisa glue``: the command line of :func:`tisa.glue.run.run_glue` (options:
+:class:`tisa.glue.config.GlueConfig`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import argparse
 
 from tisa.cli import is_main_process
 from tisa.cli.args import add_config_arguments, config_from_args
-from tisa.train.glue import GlueConfig, run_glue
-from tisa.train.glue_results import summary_markdown
+from tisa.glue.config import GlueConfig
 
 #: What to do after Ctrl-C (printed by :func:`tisa.cli.main`).
 INTERRUPTED = (
@@ -22,6 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the runner loads torch and transformers: only once the command runs, not for --help
+    from tisa.glue.results import summary_markdown
+    from tisa.glue.run import run_glue
+
     config = config_from_args(GlueConfig, args)
     results = run_glue(config)
     if is_main_process():

@@ -18,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the runner loads torch and transformers: only once the command runs, not for --help
     from tisa.longeval.run import longeval
 
     config = config_from_args(LongEvalConfig, args)

@@ -1,5 +1,5 @@
-"""``tisa pretrain``: the command line of :func:`tisa.train.pretrain.pretrain` (options:
-:class:`tisa.train.pretrain.PretrainConfig`)."""
+"""``tisa pretrain``: the command line of :func:`tisa.pretrain.run.pretrain` (options:
+:class:`tisa.pretrain.config.PretrainConfig`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 
 from tisa.cli import is_main_process
 from tisa.cli.args import add_config_arguments, config_from_args
-from tisa.train.pretrain import PretrainConfig, pretrain
+from tisa.pretrain.config import PretrainConfig
 
 #: What to do after Ctrl-C (printed by :func:`tisa.cli.main`).
 INTERRUPTED = "checkpoints are kept; continue with the same command and --resume"
@@ -18,7 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = pretrain(config_from_args(PretrainConfig, args))
+    # the runner loads torch and transformers: only once the command runs, not for --help
+    from tisa.analysis.positional_ti import position_table_ti
+    from tisa.pretrain.run import pretrain
+
+    out = pretrain(config_from_args(PretrainConfig, args), ti_measure=position_table_ti)
     if is_main_process():
         print(f"run folder: {out}")
     return 0

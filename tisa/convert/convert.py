@@ -41,16 +41,29 @@ import math
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
-from tisa._validate import check_int
+import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
+from tisa.checkpoints import load_plain
 from tisa.console import format_seconds, stage_done
-from tisa.convert.distill import DistillSettings
-from tisa.files import RunLock
+from tisa.convert.config import ConvertConfig, DistillSettings
+from tisa.convert.distill import LengthSampler, distill
+from tisa.convert.evaluate import fidelity, long_inputs, sts_spearman
+from tisa.convert.profiles import AttentionProfiles, text_blocks
+from tisa.convert.report import write_convert_report
+from tisa.convert.student import LayerFit, build_student, fit_layers
+from tisa.data.corpus import ptb_lines
+from tisa.data.glue import find_glue_dir, load_glue
+from tisa.files import RunLock, write_atomic, write_json
+from tisa.hf.architectures import has_absolute_positions, num_positions
+from tisa.hf.loading import load_model
+from tisa.hf.sentence_transformers import write_sentence_transformers_files
+from tisa.hub import model_source
+from tisa.provenance import run_metadata, sha256_file
 
 __all__ = ["ConvertConfig", "ConvertResult", "convert", "finished_conversion"]
 
@@ -73,88 +86,6 @@ def finished_conversion(folder: str | Path, *, argument: str = "convert_dir") ->
             "--output-dir of a finished `tisa convert`"
         )
     return json.loads(metrics_file.read_text())["model"], model_dir
-
-
-def _optional_int(value: int | str | None) -> int | None:
-    """``--fold-positions``: a number, or ``none``."""
-    if value is None or isinstance(value, int):
-        return value
-    if value.strip().lower() == "none":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"fold_positions: expected an integer or 'none', got {value!r}") from None
-
-
-@dataclass(frozen=True)
-class ConvertConfig:
-    """What ``tisa convert`` does (plain data; validated on construction).
-
-    Attributes:
-        model: HF model id or local folder of a BERT-family model with absolute positions
-            (BERT, RoBERTa, ALBERT, ELECTRA).
-        output_dir: the run folder.
-        num_kernels: RBF kernels per head S.
-        fit_layers: which layers' scorers are fitted before distillation: ``"all"``
-            (each layer to its own measured positional term), ``"first"`` (layer 1; the
-            rest start at zero) or ``"none"``.
-        fold_positions: fold the mean of the first N position rows into the token-type
-            embeddings (None: fold nothing).
-        fit_length: tokens per text block for measuring the attention profiles.
-        fit_blocks: number of blocks.
-        distill: the distillation settings (``steps=0`` skips distillation; its seed is
-            the seed of the whole conversion).
-        eval_texts: Penn Treebank test sentences for the fidelity figure.
-        lengths: input lengths beyond the table to run the converted model on.
-        glue_dir: classic glue_data folder for STS-B dev (default: found like ``tisa glue``
-            does; without one the STS-B figures are left out, and the report says so).
-        max_sts_pairs: evaluate on the first N STS-B dev pairs only (default all 1,500).
-        train_file: plain text (one text per line) for fitting and distillation instead
-            of the Penn Treebank training set.
-        eval_file: plain text for the fidelity and long-input figures instead of the Penn
-            Treebank test set.
-        overwrite: redo a finished conversion in ``output_dir``.
-        progress: show progress bars.
-    """
-
-    model: str = field(metadata={"cli": {"positional": True}})
-    output_dir: str = "runs/convert"
-    num_kernels: int = 5
-    fit_layers: Literal["all", "first", "none"] = "all"
-    fold_positions: int | None = field(
-        default=128, metadata={"cli": {"type": str, "parse": _optional_int, "metavar": "N|none"}}
-    )
-    fit_length: int = 256
-    fit_blocks: int = 16
-    distill: DistillSettings = field(
-        default_factory=DistillSettings, metadata={"cli": {"skip": True}}
-    )
-    eval_texts: int = 1000
-    lengths: tuple[int, ...] = (1024, 2048, 4096)
-    glue_dir: str | None = None
-    max_sts_pairs: int | None = None
-    train_file: str | None = None
-    eval_file: str | None = None
-    overwrite: bool = False
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.model, str) or not self.model:
-            raise ValueError(f"model: expected a model id or folder, got {self.model!r}")
-        check_int(self.num_kernels, "num_kernels")
-        if self.fit_layers not in ("all", "first", "none"):
-            raise ValueError(f"fit_layers: expected all, first or none, got {self.fit_layers!r}")
-        check_int(self.fold_positions, "fold_positions", optional=True)
-        check_int(self.fit_length, "fit_length", minimum=8)
-        check_int(self.fit_blocks, "fit_blocks")
-        check_int(self.eval_texts, "eval_texts")
-        check_int(self.max_sts_pairs, "max_sts_pairs", optional=True)
-        object.__setattr__(self, "lengths", tuple(check_int(n, "lengths", 3) for n in self.lengths))
-        if not isinstance(self.distill, DistillSettings):
-            raise ValueError(
-                f"distill: expected DistillSettings, got {type(self.distill).__name__}"
-            )
 
 
 @dataclass(frozen=True)
@@ -188,8 +119,6 @@ def _check_output(folder: Path, overwrite: bool) -> bool:
 def _sts(glue_dir: str | None, limit: int | None):
     """(sentence1, sentence2, gold) of STS-B dev (the first ``limit`` pairs), or None
     without GLUE data."""
-    from tisa.data.glue import find_glue_dir, load_glue
-
     where = glue_dir or find_glue_dir()
     if where is None:
         return None
@@ -205,9 +134,6 @@ def _sts(glue_dir: str | None, limit: int | None):
 def _evaluate(original, model, tokenizer, sts, texts) -> dict[str, Any]:
     """STS-B Spearman of ``model`` (``None``: of the original) and its fidelity, on inputs
     cut at 128 tokens, or at the original's positions when it has fewer."""
-    from tisa.analysis.extract import num_positions
-    from tisa.convert.evaluate import fidelity, sts_spearman
-
     length = min(128, num_positions(original))
     out: dict[str, Any] = {}
     if model is not None:
@@ -225,10 +151,6 @@ def _load_fit(path: Path, settings: dict[str, Any]):
     The file is read as tensors and plain data only (:func:`tisa.checkpoints.load_plain`):
     one that holds other Python objects is refused unread, with a ``ValueError``.
     """
-    from tisa.checkpoints import load_plain
-    from tisa.convert.profiles import AttentionProfiles
-    from tisa.convert.student import LayerFit
-
     if not path.is_file():
         return None
     try:
@@ -254,7 +176,7 @@ def convert(config: ConvertConfig) -> ConvertResult:
     Raises:
         ValueError: bad settings, a model that cannot be converted (no absolute position
             table, an architecture tisa.hf does not support) or an unusable output folder.
-        tisa.analysis.loading.ModelLoadError: ``model`` is not a loadable model.
+        tisa.hf.loading.ModelLoadError: ``model`` is not a loadable model.
     """
     # two conversions into one folder would overwrite each other's fit and checkpoint
     with RunLock(config.output_dir) as lock:
@@ -264,16 +186,6 @@ def convert(config: ConvertConfig) -> ConvertResult:
 def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
     """:func:`convert` holding ``lock`` (:class:`tisa.files.RunLock`), taken at once when
     the folder exists, else where it is created (after every check)."""
-    import tisa.hf
-    from tisa.analysis.loading import load_model
-    from tisa.convert.distill import LengthSampler, distill
-    from tisa.convert.evaluate import long_inputs
-    from tisa.convert.profiles import text_blocks
-    from tisa.convert.student import build_student, fit_layers
-    from tisa.data.corpus import ptb_lines
-    from tisa.files import write_atomic, write_json
-    from tisa.provenance import run_metadata, sha256_file
-
     out = Path(config.output_dir)
     if _check_output(out, config.overwrite):
         metrics = json.loads((out / "metrics.json").read_text())
@@ -286,8 +198,6 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
         raise ValueError(f"model: {err}") from None
     if tisa.hf.is_tisa(original):
         raise ValueError(f"model: {config.model!r} already has TISA; convert a stock model")
-    from tisa.analysis.extract import has_absolute_positions, num_positions
-
     if not has_absolute_positions(original):
         raise ValueError(f"model: {config.model!r} has no absolute position table to convert")
     if getattr(original.config, "model_type", "") not in ("bert", "roberta", "albert", "electra"):
@@ -432,8 +342,6 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
     metrics["timings"]["total_s"] = timings["fit_s"] + timings["distill_s"]
     metrics["provenance"] = run_metadata()
     write_json(out / "metrics.json", metrics)
-    from tisa.reports.convert import write_convert_report
-
     report = write_convert_report(out / "report.html", metrics, fit)
     shutil.rmtree(out / "checkpoint", ignore_errors=True)
     return ConvertResult(metrics=metrics, model_dir=out / "model", report=report)
@@ -447,9 +355,6 @@ SENTENCE_TRANSFORMERS_LENGTH = 8192
 def _sentence_transformers_files(folder: Path, model: str, hidden_size: int) -> None:
     """The files that make the converted folder a sentence-transformers model, with the
     original's pooling when it was a sentence-transformers folder (mean pooling else)."""
-    from tisa.hf.sentence_transformers import write_sentence_transformers_files
-    from tisa.hub import model_source
-
     source = Path(model_source(model)).expanduser()
     write_sentence_transformers_files(
         folder,

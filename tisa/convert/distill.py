@@ -26,75 +26,20 @@ import math
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
-from tisa._validate import check_int
-from tisa.files import fsync_folder, fsync_tree
+import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
+from tisa.checkpoints import load_plain
+from tisa.convert.config import DistillSettings
+from tisa.files import replace_folder
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["DistillSettings", "LengthSampler", "distill", "distillation_loss"]
-
-Train = Literal["scoring", "all"]
-
-
-@dataclass(frozen=True)
-class DistillSettings:
-    """Plain-data settings of a distillation run.
-
-    Attributes:
-        steps: optimiser steps (0 skips distillation).
-        train: which parameters are trained: the scoring functions only (``"scoring"``)
-            or every parameter (``"all"``).
-        learning_rate: learning rate of the non-scoring parameters (``train="all"``).
-        tisa_learning_rate: learning rate of the scoring parameters.
-        tokens_per_batch: about this many tokens per step (batch = tokens // length).
-        min_length: shortest block (lengths are drawn log-uniformly).
-        max_length: longest block (capped at the original's positions).
-        pooled_weight: weight of the pooled-embedding term (0 for models that are not
-            sentence encoders).
-        warmup: share of the steps with a linearly rising learning rate.
-        seed: seed of the block sampler and of the conversion.
-        save_every: checkpoint interval in steps.
-    """
-
-    steps: int = 300
-    train: Train = "all"
-    learning_rate: float = 2e-5
-    tisa_learning_rate: float = 1e-2
-    tokens_per_batch: int = 4096
-    min_length: int = 16
-    max_length: int = 512
-    pooled_weight: float = 1.0
-    warmup: float = 0.1
-    seed: int = 0
-    save_every: int = 50
-
-    def __post_init__(self) -> None:
-        check_int(self.steps, "steps", minimum=0)
-        check_int(self.tokens_per_batch, "tokens_per_batch")
-        check_int(self.min_length, "min_length", minimum=4)
-        check_int(self.max_length, "max_length", minimum=4)
-        check_int(self.save_every, "save_every")
-        if self.min_length > self.max_length:
-            raise ValueError(
-                f"min_length ({self.min_length}) must not exceed max_length ({self.max_length})"
-            )
-        if self.train not in ("scoring", "all"):
-            raise ValueError(f"train must be 'scoring' or 'all', got {self.train!r}")
-        for name in ("learning_rate", "tisa_learning_rate"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-        if not (self.pooled_weight >= 0 and 0 <= self.warmup < 1):
-            raise ValueError(
-                f"pooled_weight must be >= 0 and warmup in [0, 1), got {self.pooled_weight!r}, "
-                f"{self.warmup!r}"
-            )
 
 
 class LengthSampler:
@@ -153,8 +98,6 @@ def distillation_loss(
 
 
 def _trainable(student: nn.Module, settings: DistillSettings) -> list[dict]:
-    import tisa.hf
-
     names = set(tisa.hf.scoring_parameter_names(student))
     for name, p in student.named_parameters():
         p.requires_grad_(settings.train == "all" or name in names)
@@ -196,20 +139,11 @@ def _save(
         staging / "state.pt",
     )
     (staging / "curve.json").write_text(json.dumps(curve))
-    fsync_tree(staging)
-    old = folder.with_name(folder.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if folder.exists():
-        os.replace(folder, old)
-    os.replace(staging, folder)
-    fsync_folder(folder.parent)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_folder(staging, folder)  # the previous one stays as <name>.old until then
 
 
 def _load(folder: Path) -> dict | None:
     """The checkpoint in ``folder`` (or its last complete predecessor), None if there is none."""
-    from tisa.checkpoints import load_plain
-
     for candidate in (folder, folder.with_name(folder.name + ".old")):
         state, curve = candidate / "state.pt", candidate / "curve.json"
         if state.is_file() and curve.is_file():

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from tisa._validate import check_int
+from tisa.memory import peak_memory
 
 __all__ = [
     "LengthPoint",
@@ -193,8 +194,6 @@ def long_inputs(
         chunk: the original's limit (its position-table size).
         repeats: timed forwards per length (median).
     """
-    from tisa.bench import peak_memory
-
     if body.dim() != 1 or body.numel() < max(lengths):
         raise ValueError(f"body: expected at least {max(lengths)} token ids, got {body.numel()}")
     check_int(chunk, "chunk", minimum=3)

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from tisa._validate import check_int
+from tisa.metrics import offset_profile, translation_invariance
 
 __all__ = ["AttentionProfiles", "attention_profiles", "text_blocks"]
 
@@ -104,8 +105,6 @@ def attention_profiles(
     Returns:
         :class:`AttentionProfiles` (float64).
     """
-    from tisa.analysis.metrics import offset_profile, translation_invariance
-
     if blocks.dim() != 2 or blocks.shape[1] < 4:
         raise ValueError(f"blocks must be (B, L) with L >= 4, got {tuple(blocks.shape)}")
     check_int(batch_size, "batch_size")

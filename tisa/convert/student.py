@@ -27,9 +27,11 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
 from tisa._validate import check_int
 from tisa.convert.fit import KernelFit, fit_rbf
 from tisa.convert.profiles import AttentionProfiles, attention_profiles
+from tisa.hf.architectures import position_embeddings
 
 __all__ = ["LayerFit", "build_student", "fit_layers", "mean_position_row"]
 
@@ -42,8 +44,6 @@ def _base(model: nn.Module) -> nn.Module:
 
 def mean_position_row(model: nn.Module, positions: int) -> Tensor:
     """Mean of the position-table rows of positions 0..positions-1: (E,)."""
-    from tisa.analysis.extract import position_embeddings
-
     return position_embeddings(model, max_positions=positions).mean(0)
 
 
@@ -61,8 +61,6 @@ def build_student(original: nn.Module, *, fold_positions: int | None = 128) -> n
         ValueError: the model has no absolute position table or no token-type embeddings
             to fold into, or its architecture is not supported by :mod:`tisa.hf`.
     """
-    import tisa.hf
-
     student = copy.deepcopy(original)
     if fold_positions is not None:
         check_int(fold_positions, "fold_positions")
@@ -122,8 +120,6 @@ def fit_layers(
         batch_size: blocks per forward pass.
         max_iter: L-BFGS iterations per layer.
     """
-    import tisa.hf
-
     if layers not in ("all", "first", "none"):
         raise ValueError(f"layers must be 'all', 'first' or 'none', got {layers!r}")
     scorers = [s for _, s in tisa.hf.iter_scorers(student)]

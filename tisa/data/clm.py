@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["CausalBlocks", "collate_causal"]
+__all__ = ["CausalBlocks", "collate_causal", "stack_blocks"]
 
 
 class CausalBlocks(torch.utils.data.Dataset):
@@ -52,10 +52,11 @@ class CausalBlocks(torch.utils.data.Dataset):
         return {"input_ids": ids, "labels": ids}
 
 
-def collate_causal(examples: list[dict[str, Any]]) -> dict[str, Tensor]:
-    """Stacks B equal-length blocks: ``input_ids`` and ``labels``, both (B, L).
-
-    No ``token_type_ids``: GPT-2 would look them up in its word embeddings.
+def stack_blocks(
+    examples: list[dict[str, Any]], *, token_type_ids: bool = False
+) -> dict[str, Tensor]:
+    """Stacks B equal-length blocks, causal or masked: ``input_ids`` and ``labels``, both
+    (B, L), and with ``token_type_ids`` a (B, L) tensor of zeros too.
 
     Raises:
         ValueError: blocks of unequal length.
@@ -65,4 +66,18 @@ def collate_causal(examples: list[dict[str, Any]]) -> dict[str, Tensor]:
         raise ValueError(f"all blocks in a batch must have the same length, got {sorted(lengths)}")
     ids = torch.stack([torch.as_tensor(e["input_ids"], dtype=torch.long) for e in examples])
     labels = torch.stack([torch.as_tensor(e["labels"], dtype=torch.long) for e in examples])
-    return {"input_ids": ids, "labels": labels}
+    batch = {"input_ids": ids, "labels": labels}
+    if token_type_ids:
+        batch["token_type_ids"] = torch.zeros_like(ids)
+    return batch
+
+
+def collate_causal(examples: list[dict[str, Any]]) -> dict[str, Tensor]:
+    """Stacks B equal-length blocks: ``input_ids`` and ``labels``, both (B, L).
+
+    No ``token_type_ids``: GPT-2 would look them up in its word embeddings.
+
+    Raises:
+        ValueError: blocks of unequal length.
+    """
+    return stack_blocks(examples)

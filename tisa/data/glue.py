@@ -44,6 +44,7 @@ from tisa.data.glue_tasks import (
     spearman,
     task_score,
 )
+from tisa.hub import hub_offline_reason, offline_mode_set
 
 logger = logging.getLogger(__name__)
 
@@ -157,8 +158,6 @@ def load_glue(
 def _load_hub(
     task: GlueTask, hf_path: str, splits: tuple[str, ...], cache_dir: str | Path | None
 ) -> DatasetDict:
-    from tisa.hub import hub_offline_reason, offline_mode_set
-
     where = f"could not load GLUE task {task.name!r} from {hf_path!r}"
     offline = None if Path(hf_path).expanduser().is_dir() else hub_offline_reason()
     if offline is not None and offline_mode_set() is None:

@@ -48,6 +48,7 @@ from torch import Tensor
 from transformers import DataCollatorForLanguageModeling, PreTrainedTokenizerBase
 
 from tisa._validate import check_int
+from tisa.data.clm import stack_blocks
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -487,9 +488,4 @@ def collate_blocks(examples: list[dict[str, Any]]) -> dict[str, Tensor]:
     Raises:
         ValueError: blocks of unequal length.
     """
-    lengths = {len(e["input_ids"]) for e in examples}
-    if len(lengths) != 1:
-        raise ValueError(f"all blocks in a batch must have the same length, got {sorted(lengths)}")
-    ids = torch.stack([torch.as_tensor(e["input_ids"], dtype=torch.long) for e in examples])
-    labels = torch.stack([torch.as_tensor(e["labels"], dtype=torch.long) for e in examples])
-    return {"input_ids": ids, "labels": labels, "token_type_ids": torch.zeros_like(ids)}
+    return stack_blocks(examples, token_type_ids=True)

@@ -2,7 +2,11 @@
 
 One description per family (BERT, RoBERTa with XLM-R and CamemBERT, ALBERT, ELECTRA,
 DistilBERT, GPT-2), used both to install TISA (:mod:`tisa.hf.install`) and to measure
-translation invariance (:mod:`tisa.analysis.extract`):
+translation invariance (:mod:`tisa.analysis.extract`), and the facts every feature asks of
+a model through it (:func:`has_absolute_positions`, :func:`is_causal`,
+:func:`num_positions`, :func:`position_embeddings`, the :class:`PositionalLayout` of
+layer 1); the other lists of families (:data:`KNOWN_MODEL_TYPES`,
+:data:`CAUSAL_MODEL_TYPES`) are derived from :data:`ARCHITECTURES`:
 
 - the absolute position table and the row that position 0 uses (RoBERTa numbers
   positions from ``padding_idx + 1``), the token-type table;
@@ -21,15 +25,35 @@ Families are found by ``config.model_type`` (a TISA model's ``tisa_<type>`` coun
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import Tensor, nn
+
+from tisa._validate import check_int
 
 __all__ = [
     "ARCHITECTURES",
+    "CAUSAL_MODEL_TYPES",
+    "KNOWN_MODEL_TYPES",
+    "SUPPORTED_ARCHITECTURES",
     "Architecture",
+    "PositionalLayout",
+    "UnsupportedModelError",
     "architecture_of",
+    "check_max_positions",
+    "check_table",
+    "has_absolute_positions",
+    "is_causal",
+    "num_positions",
+    "position_embeddings",
+    "positional_layout",
     "stock_model_type",
+    "supported_message",
+    "swapped_positions",
 ]
 
 _TISA_PREFIX = "tisa_"
@@ -206,3 +230,182 @@ def architecture_of(model_or_config: Any) -> Architecture | None:
     """The description of a model's (or config's) family; None for other families."""
     config = getattr(model_or_config, "config", model_or_config)
     return ARCHITECTURES.get(stock_model_type(config))
+
+
+# --------------------------------------------------------------------------------------
+# Facts about a model, read through its family's description
+# --------------------------------------------------------------------------------------
+
+#: model_type values of the stock families described here (TISA models count as theirs).
+KNOWN_MODEL_TYPES: frozenset[str] = frozenset(ARCHITECTURES)
+
+#: ``config.model_type`` of the causal families, stock and TISA.
+CAUSAL_MODEL_TYPES: tuple[str, ...] = tuple(
+    name for t, arch in ARCHITECTURES.items() if arch.causal for name in (t, _TISA_PREFIX + t)
+)
+
+#: Human-readable list used in error messages.
+SUPPORTED_ARCHITECTURES: tuple[str, ...] = (
+    "BERT",
+    "RoBERTa (also XLM-RoBERTa, CamemBERT)",
+    "ALBERT",
+    "ELECTRA",
+    "DistilBERT",
+    "GPT-2",
+    "TISA models made with tisa.hf",
+)
+
+
+class UnsupportedModelError(ValueError):
+    """The model has neither a supported absolute position table nor TISA scorers."""
+
+
+def supported_message(what: str) -> str:
+    """``what``, followed by the list of supported architectures."""
+    return f"{what}; supported: " + ", ".join(SUPPORTED_ARCHITECTURES) + "."
+
+
+@dataclass(frozen=True)
+class PositionalLayout:
+    """The positional machinery of one model, found through its family's description."""
+
+    family: str
+    position: nn.Embedding
+    first: int  # table row of position 0
+    token_type: nn.Embedding | None
+    norm: nn.Module | None  # LayerNorm between the embedding sum and layer 1
+    project: nn.Linear | None  # embedding size -> hidden size, after `norm`
+    query: tuple[Tensor, Tensor | None]  # (D, H*Dh) in x @ W form, (H*Dh,)
+    key: tuple[Tensor, Tensor | None]
+    num_heads: int
+    head_dim: int
+    scale: float
+    causal: bool
+
+
+def base_model(model: nn.Module) -> nn.Module:
+    return getattr(model, "base_model", model)
+
+
+def positional_layout(model: nn.Module) -> PositionalLayout:
+    """The position table and layer-1 query/key maps of a supported model."""
+    arch = architecture_of(model)
+    name = type(model).__name__
+    if arch is None:
+        model_type = getattr(getattr(model, "config", None), "model_type", None)
+        raise UnsupportedModelError(
+            supported_message(f"{name} (model_type {model_type!r}) is not a supported family")
+        )
+    base = base_model(model)
+    position = arch.position_table(base)
+    if position is None:
+        raise UnsupportedModelError(
+            supported_message(f"{name} has no absolute position-embedding table")
+        )
+    attention = arch.attention_modules(base)[0]
+    query_key = arch.query_key(attention)
+    if query_key is None:
+        raise UnsupportedModelError(
+            supported_message(f"layer-1 query/key of {name} are not Linear")
+        )
+    heads, head_dim = arch.head_shape(attention)
+    return PositionalLayout(
+        family=stock_model_type(model.config),
+        position=position,
+        first=arch.first_position(base),
+        token_type=arch.token_type_table(base),
+        norm=arch.input_norm(base),
+        project=arch.input_projection(base),
+        query=query_key[0],
+        key=query_key[1],
+        num_heads=heads,
+        head_dim=head_dim,
+        scale=arch.logit_scale(attention),
+        causal=arch.causal,
+    )
+
+
+def has_absolute_positions(model: nn.Module) -> bool:
+    """True when :func:`position_embeddings` can analyse ``model``."""
+    try:
+        positional_layout(model)
+    except UnsupportedModelError:
+        return False
+    return True
+
+
+def is_causal(model: nn.Module) -> bool:
+    """True for decoder-only models (GPT-2, TISA GPT-2, any ``config.is_decoder``)."""
+    arch = architecture_of(model)
+    config = getattr(model, "config", None)
+    return bool(getattr(config, "is_decoder", False)) or (arch is not None and arch.causal)
+
+
+def num_positions(model: nn.Module) -> int:
+    """Number of real positions the model's table covers (512 for BERT and RoBERTa)."""
+    lay = positional_layout(model)
+    return lay.position.num_embeddings - lay.first
+
+
+def check_max_positions(model: nn.Module, max_positions: int | None) -> int:
+    total = num_positions(model)
+    if max_positions is None:
+        return total
+    check_int(max_positions, "max_positions", minimum=2)
+    return min(max_positions, total)
+
+
+@torch.no_grad()
+def position_embeddings(model: nn.Module, max_positions: int | None = None) -> Tensor:
+    """The position-embedding rows of positions 0..L-1: (L, E), float32 on CPU.
+
+    Args:
+        model: a supported Hugging Face model (base or with a task head).
+        max_positions: L; default (``None``) the full table (512 for BERT), capped there.
+    """
+    lay = positional_layout(model)
+    n = check_max_positions(model, max_positions)
+    return lay.position.weight.detach()[lay.first : lay.first + n].float().cpu()
+
+
+@contextmanager
+def swapped_positions(model: nn.Module, table: Tensor) -> Iterator[None]:
+    """Positions 0..L-1 of ``model`` use the rows of ``table`` while inside the block.
+
+    The rows are written into the model's position-embedding weights (RoBERTa: from
+    ``padding_idx + 1`` on) and the original rows are restored on leaving, also after an
+    error. Use it to run a model with a null table (:mod:`tisa.analysis.nulls`) and
+    everything else of its own, e.g. an attention probe of L tokens.
+
+    Args:
+        model: a supported Hugging Face model with absolute position embeddings.
+        table: (L, E) rows, L at most the model's number of positions.
+    """
+    lay = positional_layout(model)
+    rows = check_table(lay, table)
+    n = rows.shape[0]
+    if n > num_positions(model):
+        raise ValueError(f"table has {n} rows; the model has {num_positions(model)} positions")
+    weight = lay.position.weight
+    keep = weight.detach()[lay.first : lay.first + n].clone()
+    with torch.no_grad():
+        weight[lay.first : lay.first + n] = rows
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            weight[lay.first : lay.first + n] = keep
+
+
+def check_table(lay: PositionalLayout, table: Tensor) -> Tensor:
+    """An (L, E) table for this model's position embeddings, as float32 on CPU."""
+    if not isinstance(table, Tensor):
+        raise ValueError(f"table must be a torch.Tensor of shape (L, E), got {type(table)}")
+    e = lay.position.embedding_dim
+    if table.dim() != 2 or table.shape[0] < 1 or table.shape[1] != e:
+        raise ValueError(
+            f"table must have shape (L, {e}) (the model's embedding size), got {tuple(table.shape)}"
+        )
+    if table.is_complex() or not torch.isfinite(table).all():
+        raise ValueError("table must hold finite real values")
+    return table.detach().to(device=lay.position.weight.device, dtype=lay.position.weight.dtype)

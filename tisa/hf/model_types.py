@@ -4,7 +4,7 @@ Each architecture TISA supports gets a registered model type, ``tisa_<type>``
 (``tisa_bert``, ``tisa_albert``, ``tisa_roberta``, ``tisa_electra``, ``tisa_gpt2``): a config
 class that adds one field, ``tisa`` (plain data, see :mod:`tisa.hf.settings`), and one model
 class per head (``TisaBertForMaskedLM`` subclasses ``BertForMaskedLM``, ...). The model
-classes build the stock model and then install TISA into it (:func:`tisa.hf.install.install`),
+classes build the stock model and then install TISA into it (:func:`install`),
 so ``from_config`` and ``from_pretrained`` through the Auto classes give TISA models, and a
 saved TISA model reloads bit-exactly (the scoring functions are ordinary parameters in the
 state dict).
@@ -43,10 +43,13 @@ from transformers import (
 from transformers import initialization as hf_init
 from transformers.models.auto import modeling_auto
 from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
+from transformers.utils.output_capturing import _CAN_RECORD_REGISTRY
 
+from tisa.hf.architectures import ARCHITECTURES as LAYOUTS
 from tisa.hf.architectures import stock_model_type
 from tisa.hf.attention_fn import IMPLEMENTATIONS
 from tisa.hf.settings import stored_settings
+from tisa.hf.surgery import TisaAlbertTransformer, pass_scorers, remove_absolute_positions
 from tisa.scoring import ScoringFunction, build
 
 __all__ = [
@@ -58,6 +61,7 @@ __all__ = [
     "TisaGPT2Config",
     "TisaModelMixin",
     "TisaRobertaConfig",
+    "install",
     "base_model_type",
     "register_auto_classes",
     "resolve_implementation",
@@ -187,8 +191,6 @@ class TisaModelMixin:
     _tisa_model = True
 
     def __init__(self, config: PreTrainedConfig, *args: Any, **kwargs: Any) -> None:
-        from tisa.hf.install import install  # install() turns models into these classes
-
         super().__init__(config, *args, **kwargs)
         install(self, stored_settings(config))
 
@@ -288,3 +290,42 @@ def register_auto_classes() -> None:
             if isinstance(name, str):
                 model_class = tisa_model_class(getattr(transformers, name))
                 auto_class.register(config_class, model_class, exist_ok=True)
+
+
+def install(model: PreTrainedModel, settings: dict[str, Any]) -> None:
+    """Installs TISA into a stock model in place (see the module docstring).
+
+    ``settings`` is the plain data of :meth:`tisa.hf.TisaSettings.to_config`, stored as
+    ``config.tisa``. The caller checks that the model can take them (:func:`add_tisa`
+    does).
+    """
+    model_type = base_model_type(model.config)
+    layout = LAYOUTS[model_type]
+    for module in model.modules():
+        if isinstance(module, PreTrainedModel):
+            module.__class__ = tisa_model_class(type(module))
+            # transformers finds the layers whose outputs it records (hidden states,
+            # attentions) by the model's class name, registered when a model is built
+            _CAN_RECORD_REGISTRY[module] = module._can_record_outputs
+    config = model.config
+    config.__class__ = TISA_CONFIGS[model_type]
+    config.tisa = settings
+    base = model.base_model
+    if settings["position_embeddings"] == "remove":
+        remove_absolute_positions(base, model_type)
+    for index, module in enumerate(layout.attention_modules(base)):
+        if model_type == "albert":
+            index %= int(config.inner_group_num)  # index inside its layer group
+        module.tisa_layer = index
+    if model_type == "albert":
+        base.encoder.__class__ = TisaAlbertTransformer
+    scorers = nn.ModuleList()
+    if settings["scoring"] is not None:
+        count = 1 if settings["share_across_layers"] else layout.num_layers(config)
+        scorers.extend(build(**settings["scoring"]) for _ in range(count))
+        reference = next(model.parameters(), None)
+        if reference is not None:
+            scorers.to(device=reference.device, dtype=reference.dtype)
+    base.tisa_scorers = scorers
+    if pass_scorers not in base._forward_pre_hooks.values():
+        base.register_forward_pre_hook(pass_scorers, with_kwargs=True)

@@ -23,6 +23,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tisa.scoring import ScoringFunction
+
 __all__ = [
     "parameter_groups",
     "scoring_movement",
@@ -33,8 +35,6 @@ __all__ = [
 
 def scoring_parameter_names(model: nn.Module) -> list[str]:
     """Names (as in ``model.named_parameters()``) of the TISA scoring-function parameters."""
-    from tisa.scoring import ScoringFunction
-
     names: list[str] = []
     seen: set[str] = set()
     for module_name, module in model.named_modules():

@@ -18,7 +18,6 @@ pretrained model.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +57,7 @@ STARTS: dict[str, dict[str, float]] = {
     },
 }
 #: The start :func:`tisa.hf.add_tisa` uses for ``rbf`` unless told otherwise: the paper's.
-#: Chosen on held-out GLUE training data (``benchmarks/glue_protocol.py sweep``,
+#: Chosen on held-out GLUE training data (``experiments/glue_protocol.py sweep``,
 #: docs/glue.md), where it scored best and ``spread`` tied with it within seed noise.
 DEFAULT_START = "paper"
 
@@ -193,8 +192,7 @@ class TisaSettings:
 
 def _constructor_options(family: str) -> set[str]:
     """Keyword arguments a scoring family takes besides ``num_heads``."""
-    params = inspect.signature(REGISTRY[family].__init__).parameters
-    return set(params) - {"self", "num_heads"}
+    return REGISTRY[family].option_names()
 
 
 def takes_num_kernels(scoring: str | None) -> bool:

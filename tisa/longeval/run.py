@@ -36,8 +36,21 @@ from typing import Any
 
 import torch
 
+import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
+from tisa._validate import check_output_dir
+from tisa.data.corpus import ptb_lines
 from tisa.files import write_json
+from tisa.hf.architectures import architecture_of
+from tisa.hf.loading import load_model
+from tisa.hf.sentence_transformers import read_pooling
+from tisa.hub import model_source
 from tisa.longeval.config import LongEvalConfig
+from tisa.longeval.report import write_longeval_report
+from tisa.longeval.results import retrieval_scores, summarise, write_csv
+from tisa.longeval.strategies import Encoder, make_strategy
+from tisa.longeval.tasks import VERSION, TextSource, build_cell
+from tisa.memory import peak_memory
+from tisa.provenance import run_metadata
 
 __all__ = ["LongEvalResult", "cell_path", "load_encoder", "longeval"]
 
@@ -75,13 +88,6 @@ def load_encoder(name: str, *, batch_size: int = 1):
             absolute position table nor TISA (the strategies cannot handle it).
     """
     from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
-
-    import tisa.hf
-    from tisa.analysis.loading import load_model
-    from tisa.hf.architectures import architecture_of
-    from tisa.hf.sentence_transformers import read_pooling
-    from tisa.hub import model_source
-    from tisa.longeval.strategies import Encoder
 
     try:
         model, tokenizer = load_model(name, eager=False)
@@ -134,11 +140,7 @@ def load_encoder(name: str, *, batch_size: int = 1):
 
 
 def _text(config: LongEvalConfig):
-    from tisa.longeval.tasks import TextSource
-
     if config.text_file is None:
-        from tisa.data.corpus import ptb_lines
-
         # held-out text: tisa convert distils on the training set
         return TextSource(ptb_lines("test", unk=None) + ptb_lines("validation", unk=None))
     path = Path(config.text_file).expanduser()
@@ -158,8 +160,6 @@ def _settings(config: LongEvalConfig) -> dict[str, Any]:
 
 def _cell_key(config: LongEvalConfig, **where: Any) -> dict[str, Any]:
     """What a cell's result depends on: a saved cell with another key is recomputed."""
-    from tisa.longeval.tasks import VERSION
-
     return where | {
         "tasks_version": VERSION,
         "candidates": config.candidates,
@@ -180,9 +180,6 @@ def _read_cell(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _run_cell(strategy, encoder, cell) -> dict[str, Any]:
-    from tisa.bench import peak_memory
-    from tisa.longeval.results import retrieval_scores
-
     held: dict[str, Any] = {}
     strategy.prepare(cell.length)
 
@@ -231,13 +228,6 @@ def longeval(config: LongEvalConfig, *, command: list[str] | None = None) -> Lon
         ValueError: an unusable output folder, model, strategy or text.
     """
     from tqdm.auto import tqdm
-
-    from tisa._validate import check_output_dir
-    from tisa.longeval.report import write_longeval_report
-    from tisa.longeval.results import summarise, write_csv
-    from tisa.longeval.strategies import make_strategy
-    from tisa.longeval.tasks import build_cell
-    from tisa.provenance import run_metadata
 
     out = check_output_dir(config.output_dir, "output_dir")
     threads = torch.get_num_threads()

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from tisa.hf.architectures import architecture_of
 from tisa.hf.sentence_transformers import pool
 
 __all__ = [
@@ -215,8 +216,6 @@ def copy_table(table: Tensor, length: int) -> Tensor:
 def longer_table(model: nn.Module, rows: Tensor, first: int = 0) -> Iterator[None]:
     """The model's positions 0..L-1 use ``rows`` (L, E) while inside the block (the
     table's first ``first`` rows, RoBERTa's padding rows, are kept); restored on leaving."""
-    from tisa.hf.architectures import architecture_of
-
     base = getattr(model, "base_model", model)
     arch = architecture_of(base)
     old = None if arch is None else arch.position_table(base)
@@ -253,8 +252,6 @@ class _LongerTable(Strategy):
 
     def original(self) -> Tensor:
         """The table rows positions use: (n, E)."""
-        from tisa.hf.architectures import architecture_of
-
         base = getattr(self.encoder.model, "base_model", self.encoder.model)
         table = architecture_of(base).position_table(base).weight.detach()
         return table[self.encoder.first : self.encoder.first + self.encoder.positions]

@@ -4,13 +4,13 @@
   ``write_report``);
 * :mod:`tisa.reports.figures`: a figure as PNG bytes or file; :mod:`tisa.reports.heatmaps`
   (matrices) and :mod:`tisa.reports.charts` (curves and bars) draw them;
-* :mod:`tisa.reports.markdown`: Markdown tables;
-* :mod:`tisa.reports.analysis`: the report of ``tisa analyze``;
-  :mod:`tisa.reports.training`: sections of training runs (TI over training, loss curves),
-  shared by the analysis report, the demo and the benchmarks.
+* :mod:`tisa.reports.markdown`: Markdown tables.
+
+Each feature writes its own report with this kit (:mod:`tisa.analysis.report`,
+:mod:`tisa.glue.report`, :mod:`tisa.convert.report`, :mod:`tisa.longeval.report`).
 
 Nothing here computes a metric: every number comes in computed (typed results of
-:mod:`tisa.analysis`, rows of :mod:`tisa.train.glue`, ...). The HTML building blocks are
+:mod:`tisa.analysis`, rows of :mod:`tisa.glue.run`, ...). The HTML building blocks are
 importable from this package directly; the drawing modules load matplotlib when used.
 """
 

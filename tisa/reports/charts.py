@@ -223,7 +223,7 @@ def glue_results(summary: Sequence[Mapping]) -> Figure:
     the baseline. A variant has the same colour in both panels.
 
     Args:
-        summary: rows of :func:`tisa.train.glue_results.summarize`: ``task``, ``variant``,
+        summary: rows of :func:`tisa.glue.results.summarize`: ``task``, ``variant``,
             ``baseline``, ``score``, ``score_min``, ``score_max`` (``nan`` where
             undefined), ``relative_error_reduction`` and ``positional_parameters``.
     """

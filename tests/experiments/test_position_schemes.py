@@ -1,0 +1,161 @@
+"""The position-scheme experiment's run specs, targets and TI-over-training summary."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tisa.analysis.training import ti_loss_curve
+from tisa.pretrain import compare as ps
+
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "position_schemes.py"
+
+
+def test_specs_split_settings_from_scoring_options():
+    assert ps.parse_spec("tisa") == ps.RunSpec("tisa", "tisa", {}, ())
+    spec = ps.parse_spec(
+        "mixed=rbf_linear:learn_tail=false:mixed_lengths=256,512:tisa_learning_rate=3e-3"
+    )
+    assert spec.label == "mixed" and spec.position == "rbf_linear"
+    assert spec.settings == {"mixed_lengths": (256, 512), "tisa_learning_rate": 3e-3}
+    assert spec.scoring_options == ("learn_tail=false",)
+    for bad in ("=tisa", "a/b=tisa", "x=tisa:far_offset"):
+        with pytest.raises(ValueError):
+            ps.parse_spec(bad)
+
+
+def _run(losses, params):
+    return {
+        "test_loss": dict(zip((128, 1024, 2048), losses)),
+        "positional_parameters": {"total": params},
+    }
+
+
+def test_targets_follow_their_definitions():
+    runs = {
+        "absolute": _run((5.0, None, None), 65536),
+        "alibi": _run((5.0, 5.3, 5.6), 0),
+        "tisa": _run((4.9, 6.0, 7.0), 240),
+        "good": _run((4.8, 4.9, 5.0), 300),  # +2.1% at 8x, +4.2% at 16x
+        "big": _run((4.8, 4.9, 5.0), 700),  # over 1% of the table
+    }
+    out = ps.targets(runs, [128, 1024, 2048])
+    assert "absolute" in out and out["absolute"]["rise_8x"] is None
+    assert out["good"]["rise_8x"] == pytest.approx(4.9 / 4.8 - 1)
+    assert out["good"]["all"] and not out["big"]["all"]
+    assert not out["big"]["under_1pct_of_table"]
+    assert not out["tisa"]["within_3pct_8x"] and not out["tisa"]["at_or_below_alibi"]
+    assert out["tisa"]["at_or_below_rbf_at_train_length"]
+
+
+def test_ti_curve_correlates_every_series_with_the_loss(tmp_path):
+    rows = [
+        {"step": s, "eval_loss": 6.0 - s / 100, "ti_gram": s / 1000, "ti_fp_raw": 0.0}
+        | {"ti_gram_offdiag": 0.1 + s / 1000, "nulls": {"gram_offdiag": {}}}
+        for s in (100, 200, 300, 400)
+    ]
+    rows.insert(1, {"step": 150, "ti_gram": 0.9})  # no eval: left out
+    path = tmp_path / "ti.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    curve = ti_loss_curve(path)
+    assert curve["steps"] == [100, 200, 300, 400]
+    assert curve["spearman_ti_gram_vs_eval_loss"] == pytest.approx(-1.0)
+    assert curve["spearman_ti_gram_offdiag_vs_eval_loss"] == pytest.approx(-1.0)
+    assert curve["spearman_ti_fp_raw_vs_eval_loss"] is None  # constant: no correlation
+    assert curve["spearman_ti_cos_offdiag_vs_eval_loss"] is None  # not logged
+    assert not math.isnan(curve["spearman_ti_gram_vs_eval_loss_p"])
+
+
+def test_summary_names_its_folder_relative_to_the_working_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert ps.shown(tmp_path / "runs" / "ps") == str(Path("runs") / "ps")
+    assert ps.shown(Path("runs/ps")) == str(Path("runs") / "ps")
+    elsewhere = tmp_path.parent / "other"
+    assert ps.shown(elsewhere) == str(elsewhere)  # outside: as given
+
+
+# ---------------------------------------------------------------- positional lr sweep
+
+
+def test_the_sweep_tunes_every_scheme_with_positional_parameters():
+    specs = [
+        ps.parse_spec(s)
+        for s in (
+            "absolute",
+            "none",
+            "alibi",
+            "rope",
+            "tisa",
+            "absolute+tisa",
+            "t5",
+            "kerple_log",
+            "rbf_log",
+            "fixed=rbf_linear:learn_tail=false",
+            "rbf_logdist",
+            "alibi_learned",
+            "fire:mlp_width=8",
+        )
+    ]
+    runs, plan = ps.sweep_specs(specs, [1e-3, 1e-2], None)
+    fixed = {"absolute", "none", "alibi", "rope"}
+    assert set(plan) == {s.label for s in specs} - fixed
+    assert {r.label for r in runs} == fixed | {
+        f"{label}-plr{rate:g}" for label in plan for rate in (1e-3, 1e-2)
+    }
+    fire = next(r for r in runs if r.label == "fire-plr0.01")
+    assert fire.settings == {"tisa_learning_rate": 1e-2} and fire.scoring_options == (
+        "mlp_width=8",
+    )
+    for args, match in (
+        (([], None), "distinct rates"),
+        (([1e-3, 1e-3], None), "distinct rates"),
+        (([1e-3], 1e-2), "tisa-learning-rate"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            ps.sweep_specs(specs, *args)
+    with pytest.raises(ValueError, match="chooses"):
+        ps.sweep_specs([ps.parse_spec("t=tisa:tisa_learning_rate=1e-2")], [1e-3], None)
+
+
+def test_the_sweep_chooses_the_lowest_validation_loss(tmp_path):
+    specs = [ps.parse_spec(s) for s in ("alibi", "k=rbf_linear:learn_tail=false:num_kernels=3")]
+    runs, plan = ps.sweep_specs(specs, [1e-3, 1e-2, 1e-1], None)
+    losses = {"alibi": 5.5, "k-plr0.001": 5.2, "k-plr0.01": 5.0, "k-plr0.1": 5.1}
+    folders = {}
+    for label, value in losses.items():
+        (tmp_path / label).mkdir()
+        (tmp_path / label / "results.json").write_text(json.dumps({"eval_loss": value}))
+        folders[label] = tmp_path / label
+    selection = ps.select_rates(folders, plan, runs)
+    k = selection["runs"]["k"]
+    assert k["candidates"] == {"0.001": 5.2, "0.01": 5.0, "0.1": 5.1}
+    assert k["chosen"] == 1e-2 and k["chosen_run"] == "k-plr0.01"
+    again = ps.parse_spec(k["spec"])  # the spec trains the chosen run
+    assert again.position == "rbf_linear" and again.scoring_options == ("learn_tail=false",)
+    assert again.settings == {"num_kernels": 3, "tisa_learning_rate": 1e-2}
+    assert selection["fixed"] == {"alibi": 5.5}
+    md = ps.sweep_markdown(selection)
+    assert "| k | rbf_linear | 5.200 | 5.000 | 5.100 | 0.01 |" in md and k["spec"] in md
+
+
+@pytest.mark.slow
+def test_sweep_smoke_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("TISA_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "sweep"
+    argv = ["--output-dir", str(out), "--size", "tiny", "--max-steps", "2", "--save-steps", "2"]
+    argv += ["--seq-len", "16", "--batch-size", "4", "--positional-lr-sweep", "1e-3", "1e-1"]
+    argv += ["--positions", "alibi", "alibi_learned"]
+    env = dict(os.environ, PYTHONPATH=str(SCRIPT.parents[1]))
+    done = subprocess.run([sys.executable, str(SCRIPT), *argv], env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    selection = json.loads((out / "lr_sweep.json").read_text())
+    assert set(selection["runs"]) == {"alibi_learned"} and set(selection["fixed"]) == {"alibi"}
+    chosen = selection["runs"]["alibi_learned"]
+    assert chosen["chosen"] in (1e-3, 1e-1) and (out / chosen["chosen_run"]).is_dir()
+    assert (out / "lr_sweep.md").is_file()

@@ -1,0 +1,710 @@
+"""The report of ``tisa analyze``: every figure and table, drawn from an AnalysisResult.
+
+:func:`write_analysis_report` writes each figure as a PNG next to ``report.html`` (the same
+figures embedded). Every number comes from the :class:`~tisa.analysis.results.AnalysisResult`;
+what is done here is only display (scaling curves to ±1, blanking the unused triangle of
+causal models).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from tisa.analysis.training_report import format_z, ti_over_training_section
+from tisa.reports import charts, heatmaps
+from tisa.reports.figures import save_figure
+from tisa.reports.html import Image, Section, Table, write_report
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from tisa.analysis.nulls import NullBaselines
+    from tisa.analysis.results import AnalysisResult, ModelAnalysis
+
+__all__ = [
+    "NULL_COLUMNS",
+    "format_z",
+    "layer1_ti_figure",
+    "model_nulls",
+    "null_row",
+    "null_table",
+    "position_embeddings_figure",
+    "probe_ti_figure",
+    "write_analysis_report",
+]
+
+#: Columns of a table of figures next to their nulls (:func:`null_row`).
+NULL_COLUMNS: tuple[str, ...] = (
+    "figure",
+    "observed",
+    "random null (mean ± std)",
+    "z (random)",
+    "shuffled null (mean ± std)",
+    "z (shuffled)",
+    "draws exceeded",
+)
+
+_NULL_TEXT = (
+    "Null baselines: the same figure with the position table replaced by random "
+    "directions of the same per-position norms ('random') and by its own rows in random "
+    "order ('shuffled'), pushed through the same model weights. z = (observed - null "
+    "mean) / null std; 'draws exceeded' is the share of null draws of both nulls below "
+    "the observed value. A figure that a table without order also reaches says nothing "
+    "about translation invariance."
+)
+
+_TI_TEXT = (
+    "Translation invariance TI(M) = 1 - ||M - T(M)||² / ||M - mean(M)||², where T(M) "
+    "replaces each entry by the mean of its diagonal (the best approximation of M by a "
+    "function of the offset k = j - i alone). TI is the share of M's variance that the "
+    "offset explains: 1 for a perfectly translation-invariant (Toeplitz) matrix, about "
+    "2/L for random noise of size L×L."
+)
+
+_READING = [
+    _TI_TEXT,
+    "Off-diagonal TI uses only the entries with j ≠ i. The diagonal of P Pᵀ holds the "
+    "squared norms of the positions, nearly equal for any table, so TI with it is high "
+    "for random tables too (about E / (E + L) for L random E-dimensional positions); the "
+    "off-diagonal TI is near 0 for them. It is the figure of translation invariance for "
+    "P Pᵀ, cos(P) and the attention probes (a token's attention to itself is large "
+    "whatever the order of the table). For F_P the diagonal is not special: F_P[i, i] = "
+    "p_i W_Q W_Kᵀ p_i is no norm (W_Q W_Kᵀ has rank at most the head size and mixed "
+    "signs), and both figures are shown to let the reader check that they agree.",
+    _NULL_TEXT,
+    "P is the table of absolute position embeddings (one row per position). P Pᵀ and "
+    "cos(P) compare every pair of positions. F_P = P~ W_Q W_Kᵀ P~ᵀ / √d_h is the part of a "
+    "layer-1 attention logit that depends on the two positions only, per head; 'raw' uses "
+    "P itself, 'LN' uses P after the embedding LayerNorm (as it reaches layer 1).",
+    "The attention probes average every layer's and head's attention over inputs where "
+    "only position varies (one token repeated) and over real sentences (Penn Treebank). "
+    "Locality (Chen et al., 2023) is mean_i Σ_j A[i,j]·2^-|j-i| (1 = each token attends "
+    "to itself only); symmetry is 1 - Σ|A[i,i-d] - A[i,i+d]| / Σ(A[i,i-d] + A[i,i+d]) "
+    "(1 = left and right neighbours weighted equally, 0 = one-sided).",
+    "TISA models replace or complement position embeddings with a learned function "
+    "f_h(j - i) per head: their positional bias is Toeplitz by construction, TI = 1.",
+]
+
+_SUMMARY_COLUMNS = [
+    "Model",
+    "Layers × heads",
+    "Positions",
+    "TI P Pᵀ",
+    "TI P Pᵀ off-diag.",
+    "TI cos(P) off-diag.",
+    "TI F_P raw",
+    "TI F_P LN",
+    "Probe TI off-diag. repeated",
+    "Probe TI off-diag. sentences",
+    "Locality (sent.)",
+    "Symmetry (sent.)",
+    "TISA bias TI (min)",
+]
+
+
+def null_row(label: str, b: NullBaselines, *, digits: int = 3) -> list[Any]:
+    """One row of :data:`NULL_COLUMNS` for a figure and its nulls."""
+    exceeded = min(b.random.exceeded, b.shuffled.exceeded)
+    return [
+        label,
+        b.observed,
+        f"{b.random.mean:.{digits}f} ± {b.random.std:.{digits}f}",
+        format_z(b.random.z),
+        f"{b.shuffled.mean:.{digits}f} ± {b.shuffled.std:.{digits}f}",
+        format_z(b.shuffled.z),
+        f"{100 * exceeded:.0f}% of {len(b.random.draws) + len(b.shuffled.draws)}",
+    ]
+
+
+def null_table(
+    rows: Sequence[tuple[str, NullBaselines]], *, caption: str = "", notes: str = ""
+) -> Table:
+    """A :class:`~tisa.reports.html.Table` of figures next to their nulls."""
+    return Table(
+        list(NULL_COLUMNS),
+        [null_row(label, b) for label, b in rows],
+        caption=caption,
+        notes=notes,
+        shade=[1],
+    )
+
+
+def model_nulls(m: ModelAnalysis) -> dict[str, list[tuple[str, NullBaselines]]]:
+    """Every figure of one model that has nulls, as (label, NullBaselines), grouped as
+    the report shows them: ``"positions"`` (P Pᵀ, cos(P)), ``"layer1"`` (F_P) and
+    ``"probes"``; groups without nulls are left out."""
+    groups: dict[str, list[tuple[str, NullBaselines]]] = {}
+    pe, l1 = m.position_embeddings, m.layer1
+    if pe is not None and pe.nulls is not None:
+        labels = {
+            "ti_gram": "TI P Pᵀ",
+            "ti_gram_offdiag": "TI P Pᵀ off-diagonal",
+            "ti_cosine": "TI cos(P)",
+            "ti_cosine_offdiag": "TI cos(P) off-diagonal",
+        }
+        groups["positions"] = [(label, pe.nulls[key]) for key, label in labels.items()]
+    if l1 is not None and l1.raw.nulls is not None and l1.ln.nulls is not None:
+        groups["layer1"] = [
+            row
+            for variant, terms in (("raw", l1.raw), ("LN", l1.ln))
+            for row in (
+                (f"TI F_P {variant}, mean over heads", terms.nulls["ti_mean"]),
+                (f"TI F_P {variant} off-diagonal, mean", terms.nulls["ti_offdiag_mean"]),
+            )
+        ]
+    probes = []
+    for key, label in (("repeated", "repeated token"), ("sentences", "sentences")):
+        probe = None if m.probes is None else m.probes.get(key)
+        if probe is not None and probe.nulls is not None:
+            probes.append((f"probe TI off-diagonal, {label}", probe.nulls.mean["ti_offdiag"]))
+            probes.append((f"probe TI, {label}", probe.nulls.mean["ti"]))
+    if probes:
+        groups["probes"] = probes
+    return groups
+
+
+def _draws(b: NullBaselines) -> str:
+    return f"{len(b.random.draws)} draws per null, seed {b.random.seed}"
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower() or "model"
+
+
+def _probe_mean(m: ModelAnalysis, probe: str, metric: str) -> float | None:
+    if m.probes is None or probe not in m.probes:
+        return None
+    return float(getattr(m.probes[probe], metric).mean())
+
+
+def _ti_means(m: ModelAnalysis) -> dict[str, float | None]:
+    """The headline TI figures of one model (:meth:`ModelAnalysis.headline`) by label, None
+    where a figure another model has was not measured."""
+    return {f"TI {h.label}": h.value for h in m.headline()}
+
+
+def _summary_row(m: ModelAnalysis) -> list[Any]:
+    layers, heads = m.info.get("num_layers"), m.info.get("num_heads")
+    pe, l1 = m.position_embeddings, m.layer1
+    return [
+        m.name,
+        f"{layers} × {heads}" if layers and heads else None,
+        None if pe is None else pe.length,
+        None if pe is None else pe.ti_gram,
+        None if pe is None else pe.ti_gram_offdiag,
+        None if pe is None else pe.ti_cosine_offdiag,
+        None if l1 is None else l1.raw.ti_mean,
+        None if l1 is None else l1.ln.ti_mean,
+        _probe_mean(m, "repeated", "ti_offdiag"),
+        _probe_mean(m, "sentences", "ti_offdiag"),
+        _probe_mean(m, "sentences", "locality"),
+        _probe_mean(m, "sentences", "symmetry"),
+        None if m.tisa is None else m.tisa.ti_min,
+    ]
+
+
+def _unit_scaled(curves: torch.Tensor) -> torch.Tensor:
+    """Each row divided by its largest magnitude (heads differ by orders of magnitude)."""
+    scale = curves.abs().amax(-1, keepdim=True)
+    return curves / torch.where(scale > 0, scale, torch.ones_like(scale))
+
+
+def _causal_nan(x: torch.Tensor, causal: bool) -> torch.Tensor:
+    """Blanks (NaN) the never-used j > i part of causal models' matrices for display."""
+    if not causal:
+        return x
+    n = x.shape[-1]
+    keep = torch.ones(n, n, dtype=torch.bool).tril()
+    return x.masked_fill(~keep, float("nan"))
+
+
+def position_embeddings_figure(m: ModelAnalysis) -> Figure:
+    """Heatmaps of P Pᵀ and of the cosine similarities of P."""
+    pe = m.position_embeddings
+    return heatmaps.matrix_heatmaps(
+        [
+            (f"P Pᵀ   (TI {pe.ti_gram:.3f}, off-diag. {pe.ti_gram_offdiag:.3f})", pe.gram),
+            (
+                f"cos(p_i, p_j)   (TI {pe.ti_cosine:.3f}, off-diag. {pe.ti_cosine_offdiag:.3f})",
+                pe.cosine,
+            ),
+        ],
+        suptitle=f"{m.name}: position embeddings, {pe.length} positions",
+    )
+
+
+def layer1_ti_figure(m: ModelAnalysis) -> Figure:
+    """TI of F_P of every layer-1 head, from raw P and through LayerNorm."""
+    l1 = m.layer1
+    return heatmaps.value_heatmaps(
+        {"TI of layer-1 F_P per head": [l1.raw.ti.tolist(), l1.ln.ti.tolist()]},
+        row_names=["raw P", "P through LN"],
+        row_label="",
+    )
+
+
+def probe_ti_figure(m: ModelAnalysis) -> Figure:
+    """Off-diagonal TI of the mean probe attention per layer and head, for both probes."""
+    return heatmaps.value_heatmaps(
+        {
+            "repeated token": m.probes["repeated"].ti_offdiag,
+            "real sentences": m.probes["sentences"].ti_offdiag,
+        },
+        suptitle=f"{m.name}: off-diagonal TI of the mean attention per layer and head",
+    )
+
+
+class _Report:
+    """Collects figures (written as PNG files and embedded) and sections."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+        self.written: list[Path] = []
+
+    def image(self, fig: Any, filename: str, caption: str, *, wide: bool = True) -> Image:
+        path = save_figure(fig, self.out_dir / filename)
+        self.written.append(path)
+        return Image(path.read_bytes(), caption=caption, wide=wide)
+
+    # -- sections ----------------------------------------------------------------------
+
+    def comparison(self, models: tuple[ModelAnalysis, ...]) -> Section:
+        groups = [m.name for m in models]
+        means = [_ti_means(m) for m in models]
+        labels = list(dict.fromkeys(k for row in means for k in row))
+        values = {k: [row.get(k) for row in means] for k in labels}
+        values = {k: v for k, v in values.items() if any(x is not None for x in v)}
+        fig = charts.comparison_bars(groups, values, title="Translation invariance by model")
+        per_layer = [
+            [] if m.probes is None else m.probes["sentences"].ti.mean(-1).tolist() for m in models
+        ]
+        tables = []
+        depth = max(len(p) for p in per_layer)
+        if depth:
+            rows = [
+                [f"layer {i + 1}", *[p[i] if i < len(p) else None for p in per_layer]]
+                for i in range(depth)
+            ]
+            tables.append(
+                Table(
+                    ["", *groups],
+                    rows,
+                    caption="Probe TI on real sentences per layer (mean over heads)",
+                    shade=list(range(1, len(groups) + 1)),
+                )
+            )
+        return Section(
+            "Comparison",
+            paragraphs=["The summary table at the top lists the models side by side."],
+            tables=tables,
+            figures=[self.image(fig, "comparison.png", "Mean TI of each matrix, per model.")],
+        )
+
+    def model(self, m: ModelAnalysis) -> Section:
+        slug = _slug(m.name)
+        facts = [
+            f"Source: `{m.source}` ({m.info['class']}, {m.info['num_parameters']:,} parameters, "
+            f"{m.info.get('num_layers')} layers, {m.info.get('num_heads')} heads per layer)."
+        ]
+        if m.causal:
+            facts.append("Causal model: TI is measured on the j ≤ i triangle only.")
+        if m.position_embeddings is not None and m.position_embeddings.first_row:
+            facts.append(
+                f"Positions start at row {m.position_embeddings.first_row} of the position "
+                "table (RoBERTa numbers positions from padding_idx + 1)."
+            )
+        facts += [f"Note: {n}." for n in m.notes]
+        subs = []
+        if m.position_embeddings is not None and m.layer1 is not None:
+            subs += [self._positions(m, slug), self._layer1(m, slug)]
+        if m.probes is not None:
+            subs.append(self._probe(m, slug))
+        if m.tisa is not None:
+            subs.append(self._tisa(m, slug))
+        return Section(m.name, paragraphs=facts, subsections=subs, anchor=f"model-{slug}")
+
+    def _positions(self, m: ModelAnalysis, slug: str) -> Section:
+        pe = m.position_embeddings
+        prof = pe.cosine_profile
+        heat = position_embeddings_figure(m)
+        curve = charts.offset_profiles(
+            [("cos(p_i, p_j) by offset", prof.offsets, {"mean ± std": (prof.mean, prof.std)})],
+            ylabel="cosine similarity",
+        )
+        tables = []
+        paragraphs = [
+            f"TI(P Pᵀ) = {pe.ti_gram:.3f}: {100 * pe.ti_gram:.0f}% of the variance of the "
+            "Gram matrix is explained by the offset j - i alone. Its diagonal holds the "
+            "squared norms of the positions, which any table with even norms gets right, "
+            f"so the figure to read is the off-diagonal TI: {pe.ti_gram_offdiag:.3f} for "
+            f"P Pᵀ and {pe.ti_cosine_offdiag:.3f} for the cosine similarities "
+            f"({pe.ti_cosine:.3f} with their diagonal of ones). Bands parallel to the "
+            "diagonal are translation invariance; the offset profile shows the mean along "
+            "each diagonal and how much the diagonal varies (± one standard deviation).",
+        ]
+        if pe.nulls is not None:
+            on, off = pe.nulls["ti_gram"], pe.nulls["ti_gram_offdiag"]
+            paragraphs.append(
+                f"A table of random directions with the same norms scores {on.random.mean:.3f} "
+                f"with the diagonal (against {on.observed:.3f}) but {off.random.mean:.3f} "
+                f"without it (against {off.observed:.3f}); with the rows shuffled, "
+                f"{on.shuffled.mean:.3f} and {off.shuffled.mean:.3f}. " + _NULL_TEXT
+            )
+            tables.append(
+                null_table(
+                    model_nulls(m)["positions"],
+                    caption=f"{pe.length} positions, {_draws(on)}",
+                )
+            )
+        else:
+            paragraphs.append("Null baselines were not computed (null_draws = 0).")
+        return Section(
+            "Position embeddings",
+            paragraphs=paragraphs,
+            tables=tables,
+            figures=[
+                self.image(heat, f"{slug}-position-embeddings.png", "Gram and cosine of P."),
+                self.image(
+                    curve,
+                    f"{slug}-offsets-position.png",
+                    "Cosine similarity of two positions against their offset.",
+                    wide=False,
+                ),
+            ],
+        )
+
+    def _layer1(self, m: ModelAnalysis, slug: str) -> Section:
+        l1 = m.layer1
+        raw, ln, fp_prof = l1.raw, l1.ln, l1.ln_profile
+        heads = ln.head_nulls
+        rows = [
+            [
+                f"head {h + 1}",
+                float(raw.ti[h]),
+                float(ln.ti[h]),
+                float(ln.ti_offdiag[h]),
+                None if heads is None else max(heads[h].random.mean, heads[h].shuffled.mean),
+                None if heads is None else format_z(min(heads[h].random.z, heads[h].shuffled.z)),
+                float(ln.transpose_symmetry[h]),
+                float(ln.softmax_locality[h]),
+                float(ln.softmax_symmetry[h]),
+            ]
+            for h in range(l1.num_heads)
+        ]
+        ti_fig = layer1_ti_figure(m)
+        seen = fp_prof.offsets <= (0 if l1.causal else fp_prof.offsets.max())
+        scaled = _unit_scaled(fp_prof.mean[:, seen])
+        curves = {f"h{h + 1}": (c, None) for h, c in enumerate(scaled)}
+        off_fig = charts.offset_profiles(
+            [("layer-1 F_P (LN) by offset, per head", fp_prof.offsets[seen], curves)],
+            ylabel="logit / max |logit| of the head",
+        )
+        figures = [
+            self.image(
+                ti_fig, f"{slug}-fp-ti.png", "TI of F_P for every layer-1 head.", wide=False
+            ),
+            self.image(
+                off_fig,
+                f"{slug}-offsets-fp.png",
+                "Mean of F_P (through LN) along each diagonal, each head scaled to ±1.",
+                wide=False,
+            ),
+        ]
+        for variant, terms in (("raw", raw), ("ln", ln)):
+            label = "raw P" if variant == "raw" else "P through the embedding LayerNorm"
+            grid = heatmaps.matrices_grid(
+                _causal_nan(terms.logits, l1.causal),
+                titles=[f"head {h + 1} · TI {t:.2f}" for h, t in enumerate(terms.ti.tolist())],
+                suptitle=f"{m.name}: layer-1 F_P from {label}",
+                ncols=6,
+                mode="signed",
+            )
+            figures.append(
+                self.image(
+                    grid,
+                    f"{slug}-fp-{variant}.png",
+                    f"Position-to-position logits of every layer-1 head from {label} (red "
+                    "positive, blue negative, each panel on its own scale).",
+                )
+            )
+        paragraphs = [
+            f"Mean TI over heads: {raw.ti_mean:.3f} from raw P, {ln.ti_mean:.3f} through "
+            f"LayerNorm; without the diagonal {raw.ti_offdiag_mean:.3f} and "
+            f"{ln.ti_offdiag_mean:.3f}. Unlike P Pᵀ, F_P has no special diagonal: F_P[i, i] "
+            "= p_i W_Q W_Kᵀ p_i is a quadratic form of rank at most the head size with "
+            "mixed signs, not a squared norm, so TI with and without it agree and TI "
+            "(with the diagonal, the paper's measure) is the figure here. Transpose "
+            "symmetry compares F_P with its transpose (1 = f(k) = f(-k)); locality and "
+            "symmetry are those of softmax(F_P), the attention this term alone would "
+            "produce.",
+        ]
+        tables = []
+        if "layer1" in (groups := model_nulls(m)):
+            paragraphs.append(
+                "F_P of each null table is computed with the model's own LayerNorm, "
+                "projection and query/key weights. Per head, 'null' is the higher of the "
+                "two null means and z the lower of the two z-scores."
+            )
+            tables.append(
+                null_table(groups["layer1"], caption=f"Layer-1 F_P, {_draws(ln.nulls['ti_mean'])}")
+            )
+        tables.append(
+            Table(
+                [
+                    "",
+                    "TI raw",
+                    "TI LN",
+                    "TI LN off-diag.",
+                    "null TI LN",
+                    "z (LN)",
+                    "transpose symmetry (LN)",
+                    "locality of softmax (LN)",
+                    "symmetry of softmax (LN)",
+                ],
+                rows,
+                shade=[1, 2, 3, 4, 6, 7, 8],
+            )
+        )
+        return Section(
+            "Layer-1 positional attention F_P",
+            paragraphs=paragraphs,
+            tables=tables,
+            figures=figures,
+        )
+
+    def _probe(self, m: ModelAnalysis, slug: str) -> Section:
+        rep, sen = m.probes["repeated"], m.probes["sentences"]
+        n_layers = rep.ti.shape[0]
+
+        def layer_null(probe: Any, i: int) -> float | None:
+            if probe.nulls is None:
+                return None
+            b = probe.nulls.per_layer["ti_offdiag"][i]
+            return max(b.random.mean, b.shuffled.mean)
+
+        rows = [
+            [
+                f"layer {i + 1}",
+                float(rep.ti_offdiag[i].mean()),
+                layer_null(rep, i),
+                float(sen.ti_offdiag[i].mean()),
+                layer_null(sen, i),
+                float(rep.ti[i].mean()),
+                float(sen.ti[i].mean()),
+                float(rep.locality[i].mean()),
+                float(sen.locality[i].mean()),
+                float(rep.symmetry[i].mean()),
+                float(sen.symmetry[i].mean()),
+            ]
+            for i in range(n_layers)
+        ]
+        paragraphs = [
+            f"Repeated token: {rep.description}; mean off-diagonal TI "
+            f"{float(rep.ti_offdiag.mean()):.3f} ({float(rep.ti.mean()):.3f} with the "
+            f"diagonal). Real text: {sen.description}; mean off-diagonal TI "
+            f"{float(sen.ti_offdiag.mean()):.3f} ({float(sen.ti.mean()):.3f}). Here the "
+            "diagonal is special: a token's attention to itself can stand out whatever the "
+            "order of the position table (query and key come from the same input vector), "
+            "and that diagonal counts towards TI for any table (compare the nulls of TI with "
+            "and without it below); the off-diagonal TI is the figure of translation "
+            "invariance. Attention that piles onto a few columns (often the "
+            "first token) is not a function of the offset and lowers TI. Locality keeps "
+            "its published definition, which weighs A[i, i] most by design; symmetry never "
+            "looks at the diagonal.",
+        ]
+        tables = []
+        if rep.nulls is not None and sen.nulls is not None:
+            labels = {
+                "ti_offdiag": "TI off-diagonal",
+                "ti": "TI",
+                "locality": "locality",
+                "symmetry": "symmetry",
+            }
+            null_rows = [
+                (f"{label}, {probe_label}", probe.nulls.mean[key])
+                for probe, probe_label in ((rep, "repeated token"), (sen, "sentences"))
+                for key, label in labels.items()
+            ]
+            paragraphs.append(
+                "The nulls run the same probe inputs through the model with the rows of "
+                "positions 0..L-1 replaced by each null table; per layer, 'null' is the "
+                "higher of the two null means of the off-diagonal TI."
+            )
+            tables.append(
+                null_table(
+                    null_rows,
+                    caption=f"Means over layers and heads, {_draws(rep.nulls.mean['ti'])}",
+                )
+            )
+        tables.append(
+            Table(
+                [
+                    "",
+                    "TI off-diag. repeated",
+                    "null",
+                    "TI off-diag. sentences",
+                    "null",
+                    "TI repeated",
+                    "TI sentences",
+                    "locality repeated",
+                    "locality sentences",
+                    "symmetry repeated",
+                    "symmetry sentences",
+                ],
+                rows,
+                caption="Means over heads",
+                shade=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+            )
+        )
+        ti_fig = probe_ti_figure(m)
+        maps = torch.cat([rep.attention.mean(1), sen.attention.mean(1)])  # (2N, L, L)
+        map_fig = heatmaps.matrices_grid(
+            _causal_nan(maps, m.causal),
+            titles=[f"layer {i + 1}" for i in range(n_layers)] * 2,
+            row_labels=["repeated token", "sentences"],
+            suptitle=f"{m.name}: mean attention (averaged over heads)",
+            ncols=n_layers,
+            mode="attention",
+        )
+        prof = sen.profile  # per layer, averaged over heads
+        near = prof.offsets.abs() <= 16
+        curves = {f"layer {i + 1}": (prof.mean[i][near], None) for i in range(n_layers)}
+        off_fig = charts.offset_profiles(
+            [("attention (sentences) by offset, per layer", prof.offsets[near], curves)],
+            ylabel="mean attention weight",
+        )
+        return Section(
+            "Attention probes",
+            paragraphs=paragraphs,
+            tables=tables,
+            figures=[
+                self.image(
+                    ti_fig, f"{slug}-probe-ti.png", "Off-diagonal TI per layer (rows) and head."
+                ),
+                self.image(
+                    off_fig,
+                    f"{slug}-offsets-probe.png",
+                    "Mean attention (sentences, averaged over heads) against the offset.",
+                    wide=False,
+                ),
+                self.image(
+                    map_fig,
+                    f"{slug}-probe-attention.png",
+                    "Mean attention of every layer, averaged over heads (square-root colour "
+                    "scale, clipped at the 99th percentile).",
+                ),
+            ],
+        )
+
+    def _tisa(self, m: ModelAnalysis, slug: str) -> Section:
+        tisa = m.tisa
+        prof = tisa.profiles
+        curves = charts.scoring_curves(
+            prof.offsets,
+            prof.values,
+            layers=prof.layers,
+            suptitle=f"{m.name}: learned positional scoring functions f_h(k)",
+        )
+        rows = [
+            [
+                f"layer {layer + 1}",
+                family,
+                float(prof.ti[i].min()),
+                float(prof.values[i].min()),
+                float(prof.values[i].max()),
+            ]
+            for i, (layer, family) in enumerate(zip(prof.layers, prof.families, strict=True))
+        ]
+        return Section(
+            "TISA scoring functions",
+            paragraphs=[
+                f"{len(prof.layers)} layers with a scoring function, "
+                f"{tisa.num_positional_parameters:,} positional parameters. The TI of every "
+                "head's bias matrix is computed on the dense bias, not assumed (minimum "
+                f"{tisa.ti_min:.6f}).",
+            ],
+            tables=[
+                Table(
+                    ["", "family", "TI of bias (min over heads)", "min f_h(k)", "max f_h(k)"],
+                    rows,
+                    digits=4,
+                )
+            ],
+            figures=[self.image(curves, f"{slug}-tisa-scoring.png", "f_h(k) per layer and head.")],
+        )
+
+    @staticmethod
+    def settings(result: AnalysisResult) -> Section:
+        s = result.settings
+        rows = [
+            ["positions analysed", s["max_positions"] or "full table"],
+            ["probe length", s["probe_length"]],
+            ["real-text sequences", s["num_sequences"]],
+            ["LayerNorm input for F_P (LN)", s["ln_input"]],
+            ["query/key biases in F_P", s["include_bias"]],
+            ["TISA offsets plotted", f"-{s['max_offset']} .. {s['max_offset']}"],
+            ["null draws per null (P Pᵀ, cos(P), F_P)", s.get("null_draws")],
+            ["null draws per null (attention probes)", s.get("probe_null_draws")],
+            ["seed of the null tables", s.get("null_seed")],
+            ["analysis time (s), figures not included", result.elapsed_s],
+        ]
+        return Section(
+            "Settings",
+            paragraphs=[
+                "LayerNorm is not linear, so 'P through LN' approximates the positional part "
+                "of the real layer-1 input (word + token type + position): 'position+type' "
+                "normalises P plus the mean token-type embedding, 'position' normalises P "
+                "alone. For causal models (GPT-2) TI is measured on the j ≤ i triangle only.",
+            ],
+            tables=[Table(["setting", "value"], rows, digits=1)],
+        )
+
+
+def write_analysis_report(result: AnalysisResult, out_dir: str | Path) -> list[Path]:
+    """Writes every figure as PNG into ``out_dir`` and ``report.html`` with them embedded.
+
+    Returns:
+        The written files, ``report.html`` last.
+    """
+    out_dir = Path(out_dir)
+    rep = _Report(out_dir)
+    models = result.models
+    sections = [Section("How to read this report", paragraphs=_READING)]
+    if len(models) > 1:
+        sections.append(rep.comparison(models))
+    sections += [rep.model(m) for m in models]
+    if result.training is not None:
+        png = out_dir / "ti-over-training.png"
+        sections.append(ti_over_training_section(result.training, png=png))
+        rep.written.append(png)
+    sections.append(rep.settings(result))
+    summaries = [Table(_SUMMARY_COLUMNS, [_summary_row(m) for m in models], shade=range(3, 13))]
+    null_rows = [
+        (label if len(models) == 1 else f"{m.name}: {label}", b)
+        for m in models
+        for group in model_nulls(m).values()
+        for label, b in group
+    ]
+    if null_rows:
+        summaries.append(null_table(null_rows, caption="Each TI figure next to its nulls"))
+    html_path = write_report(
+        out_dir / "report.html",
+        "Translation invariance of positional attention",
+        sections,
+        subtitle="Models: " + ", ".join(m.name for m in models),
+        summary=summaries,
+        summary_paragraphs=[
+            "TI: 1 = a function of the offset j - i alone, ≈0 = no offset structure. "
+            "Off-diag.: over the entries j ≠ i only (the figure to read for P Pᵀ, cos(P) and "
+            "the probes). F_P columns: mean over layer-1 heads. Probe columns: mean over "
+            "all layers and heads of the averaged attention. – = not applicable.",
+            _NULL_TEXT,
+        ],
+        footer="Written by tisa analyze. Definitions and choices: docs/analysis.md.",
+    )
+    return [*rep.written, html_path]

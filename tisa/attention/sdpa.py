@@ -1,0 +1,330 @@
+"""The sdpa backend: PyTorch's fused scaled-dot-product attention with the bias as a float
+mask that is never built whole, blocks of query rows at a time, and its own backward
+(:class:`_BiasedSDPA`) when the bias trains (see :mod:`tisa.attention`, "Backends").
+
+Letters: B batch, H heads, Lq queries, Lk keys, D head size, N = Lq + Lk - 1 offsets,
+R query rows of a block.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from tisa import bias as bias_lib
+from tisa.attention.masks import additive, causal_table, with_causal
+
+
+def sdpa(q, k, v, tab, mask, causal, dropout_p, scale) -> Tensor:
+    lk = k.shape[-2]
+    add = additive(mask, q.dtype)
+    grad = torch.is_grad_enabled()
+    # A zero bias (zero amplitudes) adds nothing: then the unbiased kernel computes exactly
+    # what attention without TISA computes, also while the amplitudes train.
+    zero = tab is None or not bool(tab.detach().any())
+    if zero and (tab is None or not (grad and tab.requires_grad)):
+        return _plain_sdpa(q, k, v, add, causal, dropout_p, scale)
+    if causal:
+        tab = causal_table(tab, lk)
+    trainable = grad and any(
+        t.requires_grad for t in (q, k, v, tab) + (() if add is None else (add,))
+    )
+    plan = _block_plan(q, k, v, add)
+    if not trainable:  # detached: a mask that requires grad would rule out the fused kernel
+        return _blocked_forward(q, k, v, tab.detach(), add, scale, dropout_p, plan)
+    if dropout_p == 0 and (add is None or not add.requires_grad):
+        return _BiasedSDPA.apply(q, k, v, tab, add, scale, plan, causal if zero else None)
+    # Training with dropout or a differentiable mask: the same blocks under autograd, which
+    # runs PyTorch's math kernel per block (the fused one has neither dropout on CPU nor a
+    # mask gradient); the table enters through a view whose backward sums anti-diagonals.
+    return _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan)
+
+
+def _plain_sdpa(q, k, v, add, causal, dropout_p, scale) -> Tensor:
+    """SDPA without positional bias; ``add`` a 4-D additive mask or None."""
+    lq, lk = q.shape[-2], k.shape[-2]
+    if add is None and (not causal or lq == lk):
+        return F.scaled_dot_product_attention(
+            q, k, v, dropout_p=dropout_p, is_causal=causal, scale=scale
+        )
+    if causal:
+        add = with_causal(add, lq, lk, q.dtype, q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=add, dropout_p=dropout_p, scale=scale)
+
+
+# Blocks of the sdpa path. A block is some batch elements, some heads and some query rows;
+# its logits are (batch, heads, rows, Lk). Sizes come from the shapes (measured on a 2-core
+# x86 CPU with 1 MiB of L2 per core, B=8, H=12, D=64; see docs/benchmarks.md):
+# - rows: 4 * D, within [64, 512]: the inner dimension of the dk and dv products, which
+#   run below the fused kernel's speed when it is small (backward at L=2048: 128 rows
+#   1.25x of the fused SDPA backward, 256 rows 1.21x, at 3 heads per block);
+# - heads, then batch elements, up to about _BLOCK_ELEMENTS logits per block, so that the
+#   logits, probabilities and score gradients of a block stay in cache between the
+#   elementwise passes (L=2048, 256 rows: 1, 3, 6 heads gave 1.16x, 1.21x, 1.24x) while a
+#   small problem still runs in few blocks (each block costs about a dozen tensor ops).
+_BLOCK_ELEMENTS = 1 << 19
+
+
+class _Plan(NamedTuple):
+    """Block sizes of the sdpa path: batch elements, heads and query rows per block."""
+
+    batch: int
+    heads: int
+    rows: int
+
+
+def _block_plan(q: Tensor, k: Tensor, v: Tensor, add: Tensor | None) -> _Plan:
+    """Block sizes for the backward (and for a forward that adds a mask), from the shapes."""
+    b, h, lq, d = q.shape
+    lk = k.shape[-2]
+    rows = min(lq, max(64, min(512, 4 * d)))
+    heads = max(1, min(h, _BLOCK_ELEMENTS // (rows * lk)))
+    batch = max(1, min(b, _BLOCK_ELEMENTS // (h * rows * lk))) if heads == h else 1
+    return _Plan(batch, heads, rows)
+
+
+def _forward_plan(q: Tensor, k: Tensor, add: Tensor | None, plan: _Plan) -> _Plan:
+    """Block sizes of the forward: without a mask the bias is a view and costs no memory,
+    so one fused call takes all heads and rows of as many batch elements as keep the
+    reversed copies of q and of the output near _BLOCK_ELEMENTS (at least one)."""
+    if add is not None:
+        return plan
+    b, h, lq, d = q.shape
+    return _Plan(max(1, min(b, _BLOCK_ELEMENTS // (h * lq * d))), h, lq)
+
+
+def _blocks(plan: _Plan, b: int, h: int, lq: int):
+    """Yields (batch slice, head slice, start row, stop row): query rows outermost, batch
+    innermost, so that a block's table gradient is summed over the batch before it is
+    reduced along anti-diagonals."""
+    for start in range(0, lq, plan.rows):
+        for h0 in range(0, h, plan.heads):
+            for b0 in range(0, b, plan.batch):
+                yield (
+                    slice(b0, min(b, b0 + plan.batch)),
+                    slice(h0, min(h, h0 + plan.heads)),
+                    start,
+                    min(lq, start + plan.rows),
+                )
+
+
+def _rows_reversed(t: Tensor, start: int, stop: int) -> Tensor:
+    """Rows start..stop-1 of a (..., Lq | 1, Lk) tensor along its query axis, reversed."""
+    if t.shape[-2] == 1:
+        return t
+    return t[..., start:stop, :].flip(-2)
+
+
+def _sub(t: Tensor, bs: slice, hs: slice) -> Tensor:
+    """The batch and head slices of a 4-D mask whose first two axes may be broadcast."""
+    return t[bs if t.shape[0] > 1 else slice(None), hs if t.shape[1] > 1 else slice(None)]
+
+
+def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan) -> Tensor:
+    """Biased SDPA, one fused call per block; the block's bias is a view of the table.
+
+    The view reads the block's rows in reverse order (a Toeplitz block read with
+    non-negative strides is a Hankel block), so the block's queries are reversed to match
+    and its output rows reversed back; this costs one copy of q and of the output in all.
+    """
+    b, h, lq, _ = q.shape
+    lk = k.shape[-2]
+    # (B, Lq, H, D) storage seen as (B, H, Lq, D), the layout SDPA returns: a model that
+    # transposes the output back and calls .contiguous() (as Hugging Face models do) then
+    # copies nothing (2% of the forward at L = 512, measured with q, k, v in that layout)
+    out = q.new_empty(b, lq, h, v.shape[-1]).transpose(1, 2)
+    for bs, hs, start, stop in _blocks(_forward_plan(q, k, add, plan), b, h, lq):
+        attn_mask = bias_lib.reversed_rows(tab[hs], lq, lk, start, stop)[None]  # (1, h, R, Lk)
+        if add is not None:
+            attn_mask = attn_mask + _rows_reversed(_sub(add, bs, hs), start, stop)
+        block = F.scaled_dot_product_attention(
+            q[bs, hs, start:stop].flip(2),
+            k[bs, hs],
+            v[bs, hs],
+            attn_mask=attn_mask,
+            dropout_p=dropout_p,
+            scale=scale,
+        )
+        # back in original row order: flipping the block while it is still in cache and
+        # copying it was faster than index_copy_ in a side-by-side timing at L = 512
+        out[bs, hs, start:stop] = block.flip(2)
+    return out
+
+
+def _dead_rows(tab: Tensor, add: Tensor | None, lq: int, lk: int) -> Tensor | None:
+    """Query rows whose keys are all masked (-inf), or None when there are none.
+
+    Returns a bool tensor broadcastable to (B, H, Lq, 1). Found from the table and the mask
+    alone, never from the logits: q . k is finite, so a row is masked out exactly when
+    F + M is -inf on all its keys.
+    """
+    keep_tab = ~torch.isneginf(tab)  # (H, N)
+    if add is None:
+        # row qi reads columns Lq-1-qi .. Lq-1-qi+Lk-1: count the kept ones with a cumsum
+        csum = F.pad(keep_tab.cumsum(-1), (1, 0))
+        first = torch.arange(lq - 1, -1, -1, device=tab.device)
+        dead = (csum[:, first + lk] - csum[:, first]) == 0  # (H, Lq)
+        dead = dead[None, :, :, None]
+    elif bool(keep_tab.all()):
+        dead = torch.isneginf(add).all(-1, keepdim=True)  # (B|1, H|1, Lq|1, 1)
+    elif bool(keep_tab[:, :lk].all()) and not bool(keep_tab[:, lk:].any()):
+        # a causal table: row qi sees the kept keys j <= its position Lk - Lq + qi
+        kept = (~torch.isneginf(add)).cumsum(-1)  # (B|1, H|1, Lq|1, Lk)
+        pos = torch.arange(lk - lq, lk, device=tab.device)
+        if kept.shape[-2] == 1:
+            dead = (kept[..., 0, pos] == 0)[..., None]
+        else:
+            index = pos.view(lq, 1).expand(*kept.shape[:-1], 1)
+            dead = kept.gather(-1, index) == 0
+    else:
+        # both can mask: combine them a block of query rows at a time
+        keep = ~torch.isneginf(add)  # (B|1, H|1, Lq|1, Lk)
+        dead = torch.zeros(keep.shape[0], tab.shape[0], lq, 1, dtype=torch.bool, device=tab.device)
+        step = max(1, _BLOCK_ELEMENTS // (keep.shape[0] * tab.shape[0] * lk))
+        for start in range(0, lq, step):
+            stop = min(lq, start + step)
+            rows = bias_lib.reversed_rows(keep_tab, lq, lk, start, stop).flip(1)  # (H, R, Lk)
+            kept = keep[..., start:stop, :] if keep.shape[-2] > 1 else keep
+            dead[:, :, start:stop] = ~(kept & rows).any(-1, keepdim=True)
+    return dead if bool(dead.any()) else None
+
+
+class _BiasedSDPA(torch.autograd.Function):
+    """Fused SDPA forward with a constant mask; backward that also trains the bias table.
+
+    Backward, per block (P recomputed; O the forward output, dO its gradient):
+        P  = softmax(q k^T * scale + F + M)       (0 on rows masked out entirely)
+        dv += P^T dO
+        dP = dO v^T
+        dS = P * (dP - rowsum(dO * O))
+        dq = dS k * scale,  dk += dS^T q * scale,  dtable += antidiagonal_sums(sum_b dS)
+    The block's query rows are reversed, as in the forward, so that F is a view of the
+    table (added by the first matrix product itself); its adjoint is the anti-diagonal
+    sum, taken once per block of rows and heads after summing dS over the batch.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, tab, add, scale, plan, zero_causal):
+        if zero_causal is None:
+            # a view of a table that requires grad also requires grad, even here, and
+            # SDPA would then leave its fused kernel for the math one
+            out = _blocked_forward(q, k, v, tab.detach(), add, scale, 0.0, plan)
+        else:  # the table is zero (but trains): the unbiased kernel, causal or not
+            out = _plain_sdpa(q, k, v, add, zero_causal, 0.0, scale)
+        ctx.save_for_backward(q, k, v, out, tab, add)
+        ctx.scale, ctx.plan = scale, plan
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, k, v, out, tab, add = ctx.saved_tensors
+        tab = tab.detach()
+        b, h, lq, d = q.shape
+        lk = k.shape[-2]
+        dead = _dead_rows(tab, add, lq, lk)
+        # Gradients in the layout of their inputs: for q, k, v that are transposed views of
+        # (B, L, H, D) (a Hugging Face layer's) autograd then passes them on without a copy.
+        # dk and dv are written by the first block of rows of each batch element and head,
+        # and added to by the others (no zero fill).
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        dtab = torch.zeros(h, tab.shape[-1], dtype=torch.float32, device=q.device)
+        # Two (n, R, Lk) buffers for every block (logits then dS; probabilities), allocated
+        # once: fresh ones per block went back to the system and were faulted in again
+        # (about a sixth of the backward at L = 512, B = 8, one thread).
+        plan = ctx.plan
+        size = min(b, plan.batch) * min(h, plan.heads) * min(lq, plan.rows) * lk
+        work = (q.new_empty(size), q.new_empty(size))
+        acc = None
+        for bs, hs, start, stop in _blocks(plan, b, h, lq):
+            if bs.start == 0:  # a new block of rows and heads: sum dS over the batch here
+                acc = torch.zeros(hs.stop - hs.start, stop - start, lk, device=q.device)
+            block = _Block(bs, hs, start, stop)
+            _backward_block(
+                q, k, v, out, grad_out, tab, add, dead, ctx.scale, block, dq, dk, dv, acc, work
+            )
+            if bs.stop == b:
+                first = lq - stop  # table column of the block's anti-diagonal 0
+                dtab[hs, first : first + acc.shape[1] + lk - 1] += bias_lib.antidiagonal_sums(acc)
+        return dq, dk, dv, dtab.to(tab.dtype), None, None, None, None
+
+
+class _Block(NamedTuple):
+    """A block of the sdpa path: batch elements, heads, query rows start..stop-1."""
+
+    batch: slice
+    heads: slice
+    start: int
+    stop: int
+
+
+def _merged(t: Tensor, n: int) -> Tensor:
+    """(nb, g, L, D) as (nb * g, L, D): a view where the strides allow, else a copy."""
+    return t.reshape(n, t.shape[-2], t.shape[-1])
+
+
+def _backward_block(
+    q, k, v, out, grad_out, tab, add, dead, scale, block, dq, dk, dv, acc, work
+) -> None:
+    """One block of :class:`_BiasedSDPA`'s backward: writes dq's rows, adds to dk, dv, acc
+    (writes dk, dv in the first block of rows).
+
+    Works on n = nb * heads matrices of (R, Lk). The bias view is the first product's
+    input (no extra pass over the logits), broadcast over the batch elements when there
+    are several (small problems, all heads). q, k, v may be strided (a transposed
+    layout): the products read them as they are, and only the block's rows are copied.
+    """
+    bs, hs, start, stop = block
+    lq, lk = q.shape[-2], k.shape[-2]
+    nb, g, rows = bs.stop - bs.start, hs.stop - hs.start, stop - start
+    n = nb * g
+    view = bias_lib.reversed_rows(tab[hs], lq, lk, start, stop)  # (g, R, Lk)
+    qb = q[bs, hs, start:stop].flip(2).reshape(n, rows, -1)  # rows reversed like the view
+    gb = grad_out[bs, hs, start:stop].flip(2)  # (nb, g, R, Dv)
+    # rowsum(dO * O) of the block's rows, reversed like them, in float32 at least: (nb, g, R, 1)
+    wide = torch.promote_types(q.dtype, torch.float32)
+    ob = out[bs, hs, start:stop].flip(2)
+    delta = (gb.to(wide) * ob.to(wide)).sum(-1, keepdim=True).to(q.dtype)
+    gb = gb.reshape(n, rows, -1)
+    kb, vb = _merged(k[bs, hs], n), _merged(v[bs, hs], n)  # (n, Lk, D | Dv)
+    logits, probs = (w[: n * rows * lk].view(n, rows, lk) for w in work)  # (n, R, Lk)
+    if nb == 1:
+        torch.baddbmm(view, qb, kb.transpose(1, 2), alpha=scale, out=logits)
+    else:  # the view broadcast over the batch into the product's input: one pass, as above
+        logits.view(nb, g, rows, lk).copy_(view)
+        logits.baddbmm_(qb, kb.transpose(1, 2), alpha=scale)
+    if add is not None:
+        logits.view(nb, g, rows, lk).add_(_rows_reversed(_sub(add, bs, hs), start, stop))
+    if dead is not None:
+        dead = _rows_reversed(_sub(dead, bs, hs), start, stop)
+        logits.view(nb, g, rows, lk).masked_fill_(dead, 0.0)  # no NaN from an all -inf row
+    torch.softmax(logits, dim=-1, out=probs)
+    if dead is not None:
+        probs.view(nb, g, rows, lk).masked_fill_(dead, 0.0)
+    first = start == 0
+    _add_product(dv[bs, hs], probs.transpose(1, 2), gb, first)  # dv += P^T dO
+    dscores = torch.bmm(gb, vb.transpose(1, 2), out=logits)  # dP (n, R, Lk), over the logits
+    dscores.view(nb, g, rows, lk).sub_(delta)
+    dscores.mul_(probs)  # dS
+    acc.add_(dscores if nb == 1 else dscores.view(nb, g, rows, lk).sum(0))
+    dq[bs, hs, start:stop] = torch.bmm(dscores, kb).view(nb, g, rows, -1).flip(2).mul_(scale)
+    _add_product(dk[bs, hs], dscores.transpose(1, 2), qb, first, scale)  # dk += dS^T q scale
+
+
+def _add_product(t: Tensor, a: Tensor, b: Tensor, first: bool, alpha: float = 1.0) -> None:
+    """``t += alpha * a @ b`` (``t = ...`` when ``first``) for t (nb, g, Lk, D), a
+    (n, Lk, R) and b (n, R, D), n = nb * g: in place by the product itself where t's batch
+    and head axes merge into one (one batch element, or a contiguous t), else through a
+    temporary (several batch elements of a transposed layout)."""
+    try:
+        merged = t.view(a.shape[0], t.shape[-2], t.shape[-1])
+    except RuntimeError:
+        update = torch.bmm(a, b).view(t.shape)
+        if first:
+            torch.mul(update, alpha, out=t)
+        else:
+            t.add_(update, alpha=alpha)
+    else:
+        merged.baddbmm_(a, b, beta=0.0 if first else 1.0, alpha=alpha)

@@ -1,1 +1,0 @@
-"""Training: masked-LM pretraining, GLUE fine-tuning, length extrapolation, callbacks."""
