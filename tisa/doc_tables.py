@@ -525,6 +525,53 @@ def convert_run(root: Path) -> str:
     return markdown_table(["", "value"], rows)
 
 
+# ---------------------------------------------------------------- tisa demo
+
+DEMO_TIMING = f"{RESULTS}/demo/timing.json"
+DEMO = f"{RESULTS}/demo/demo.json"
+
+
+def _mmss(s: float) -> str:
+    return f"{int(s // 60)} min {int(round(s % 60)):02d} s"
+
+
+@_table("demo-time", DEMO_TIMING)
+def demo_time(root: Path) -> str:
+    """The wall clock of fresh `tisa demo` runs: median and range."""
+    data = _json(root, DEMO_TIMING)
+    runs = data["runs"]
+    m = data.get("provenance") or {}
+    loads = [r["load_before"] for r in runs if r.get("load_before") is not None]
+    body = [[
+        len(runs), _mmss(data["median_s"]), f"{_mmss(data['min_s'])} - {_mmss(data['max_s'])}",
+        f"{max(loads):.2f}" if loads else "n/a", f"{m.get('cpu_count')} cores, {m.get('cpu')}",
+    ]]
+    columns = ["fresh runs", "median", "range", "highest load before a run", "machine"]
+    return markdown_table(columns, body, align="rrrrl")
+
+
+@_table("demo-ti-over-training", DEMO)
+def demo_ti_over_training(root: Path) -> str:
+    """TI of the demo's tiny absolute run at each checkpoint, with its null."""
+    t = _json(root, DEMO)["ti_over_training"]
+    nulls = (t.get("nulls") or {}).get("ti_gram_offdiag") or []
+    columns = ["step", *(str(s) for s in t["steps"])]
+    rows = [
+        ["validation loss", *("n/a" if v is None else f"{v:.2f}" for v in t["eval_loss"])],
+        ["TI P Pᵀ", *(f"{v:.3f}" for v in t["ti_gram"])],
+    ]
+    if t.get("ti_gram_offdiag"):
+        rows.append(["TI P Pᵀ, off-diagonal", *(f"{v:.3f}" for v in t["ti_gram_offdiag"])])
+    if nulls:
+        rows.append(["its higher null mean", *(
+            f"{max(n['random']['mean'], n['shuffled']['mean']):.3f}" for n in nulls)])
+        rows.append(["its z (lower of the two)", *(
+            f"{min(n['random']['z'], n['shuffled']['z']):.1f}" for n in nulls)])
+    rows += [["TI F_P raw (mean)", *(f"{v:.3f}" for v in t["ti_fp_raw"])],
+             ["TI F_P through LN (mean)", *(f"{v:.3f}" for v in t["ti_fp_ln"])]]
+    return markdown_table(columns, rows, align="l" + "r" * len(t["steps"]))
+
+
 # ---------------------------------------------------------------- the package itself
 
 #: a module longer than this is named with its size in docs/design.md
