@@ -9,6 +9,12 @@ stage, and the 1-minute load average before each run (a machine otherwise idle s
 0) go to ``timing.json`` after every run, so an interrupted measurement keeps its finished
 runs and a rerun adds the missing ones; ``demo.json`` of the last run (the demo's figures,
 among them the TI over training) is kept beside it.
+
+    python benchmarks/demo_time.py --runs 3 --busy 2 --output benchmarks/results/demo
+
+measures the same while another CPU-bound job shares the machine: ``--busy N`` starts N
+processes that multiply matrices on one thread each for the whole of every run (two on a
+2-core machine is "another job of the same size"), and writes ``timing-busy.json``.
 """
 
 from __future__ import annotations
@@ -21,9 +27,35 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+#: One competing job: square matrix products on one thread, until it is killed.
+_BUSY_LOOP = (
+    "import torch\n"
+    "torch.set_num_threads(1)\n"
+    "a = torch.randn(512, 512)\n"
+    "while True:\n"
+    "    a = torch.tanh(a @ a)\n"
+)
+
+
+@contextmanager
+def _busy(processes: int):
+    """``processes`` CPU-bound jobs running beside the block, stopped when it ends."""
+    jobs = [
+        subprocess.Popen([sys.executable, "-c", _BUSY_LOOP], stdout=subprocess.DEVNULL)
+        for _ in range(processes)
+    ]
+    try:
+        time.sleep(2 if jobs else 0)  # let them start before the clock does
+        yield
+    finally:
+        for job in jobs:
+            job.kill()
+            job.wait()
 
 
 def _load() -> float | None:
@@ -38,9 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="fresh demo runs in all (default 3)")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks/results/demo",
                         help="folder of timing.json and demo.json")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="run N one-thread CPU-bound jobs beside every demo and write "
+                             "timing-busy.json (default 0: the machine to itself)")
     args = parser.parse_args(argv)
     if args.runs < 1:
         print(f"demo_time: error: --runs must be at least 1, got {args.runs}", file=sys.stderr)
+        return 2
+    if args.busy < 0:
+        print(f"demo_time: error: --busy must be 0 or more, got {args.busy}", file=sys.stderr)
         return 2
     if args.output.exists() and not args.output.is_dir():
         print(f"demo_time: error: --output {args.output} is a file, not a folder",
@@ -52,25 +90,29 @@ def main(argv: list[str] | None = None) -> int:
     from tisa.files import write_json
     from tisa.provenance import run_metadata
 
-    path = args.output / "timing.json"
+    path = args.output / ("timing-busy.json" if args.busy else "timing.json")
     runs = json.loads(path.read_text())["runs"] if path.is_file() else []
     while len(runs) < args.runs:
         with tempfile.TemporaryDirectory(prefix="tisa-demo-time-") as tmp:
             env = {**os.environ, "TISA_CACHE_DIR": str(Path(tmp) / "cache")}
             load = _load()
-            start = time.perf_counter()
-            subprocess.run(
-                [sys.executable, "-m", "tisa.cli", "demo", "--output-dir", str(Path(tmp) / "demo")],
-                cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL,
-            )
-            wall = time.perf_counter() - start
+            with _busy(args.busy):
+                start = time.perf_counter()
+                subprocess.run(
+                    [sys.executable, "-m", "tisa.cli", "demo",
+                     "--output-dir", str(Path(tmp) / "demo")],
+                    cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL,
+                )
+                wall = time.perf_counter() - start
             demo = json.loads((Path(tmp) / "demo" / "demo.json").read_text())
             args.output.mkdir(parents=True, exist_ok=True)
-            shutil.copy(Path(tmp) / "demo" / "demo.json", args.output / "demo.json")
+            if not args.busy:
+                shutil.copy(Path(tmp) / "demo" / "demo.json", args.output / "demo.json")
         runs.append({"wall_s": round(wall, 1), "load_before": load, "stages_s": demo["stages_s"]})
         walls = [r["wall_s"] for r in runs]
         write_json(path, {
             "runs": runs,
+            "busy_processes": args.busy,
             "median_s": statistics.median(walls),
             "min_s": min(walls),
             "max_s": max(walls),

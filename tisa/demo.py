@@ -80,10 +80,10 @@ class DemoConfig:
 
     output_dir: str = "runs/demo"
     seed: int = 0
-    pretrain_steps: int = 150
+    pretrain_steps: int = 100
     glue_steps: int = 30
     convert_steps: int = 8
-    ti_steps: int = 600
+    ti_steps: int = 300
     analysis_nulls: bool = True
 
     def __post_init__(self) -> None:
@@ -512,7 +512,7 @@ def _benchmark_section(out: Path, config: DemoConfig, summary_rows: list[list]) 
     """The attention benchmark at small sizes."""
     cfg = bench.AttentionBenchConfig(
         lengths=(128, 256),
-        forward_only_lengths=(1024,),
+        forward_only_lengths=(512,),
         batch=4,
         repeats=3,
         runs=1,  # one run of interleaved rounds: the demo shows the ratios, the docs time them
