@@ -10,7 +10,7 @@ import torch
 
 from tisa.cli import main
 from tisa.longeval.config import LongEvalConfig
-from tisa.longeval.results import CSV_COLUMNS, retrieval_scores
+from tisa.longeval.results import CSV_COLUMNS, compare, retrieval_scores
 from tisa.longeval.run import _cell_key, _read_cell, cell_path, longeval
 
 SMALL = dict(
@@ -34,6 +34,37 @@ def test_scores_share_ties_and_find_the_right_document():
     assert same["acc1"] == pytest.approx(1 / 3) and same["ranks"] == [2.0, 2.0, 2.0]
     with pytest.raises(ValueError, match="queries, documents"):
         retrieval_scores(torch.ones(2, 4), torch.ones(3, 4))
+
+
+def test_compare_pairs_tisa_with_every_alternative_by_depth_and_seed():
+    def cells(model, strategy, scores, length=512):
+        return [
+            {"model": model, "strategy": strategy, "task": "passkey", "length": length,
+             "depth": d, "seed": s, "acc1": v}
+            for (d, s), v in zip([(0.0, 0), (0.0, 1), (1.0, 0), (1.0, 1)], scores)
+        ]
+
+    models = [{"name": "orig", "positions": 512}, {"name": "tisa", "positions": None}]
+    rows = compare(
+        cells("tisa", "native", [1.0, 1.0, 0.9, 1.0])
+        + cells("orig", "chunk", [0.5, 0.75, 0.5, 0.5])
+        + cells("orig", "truncate", [1.0, 1.0, 0.1, 0.1])
+        + cells("orig", "chunk", [0.2, 0.3], length=1024)  # no TISA cells at 1024
+        + cells("tisa", "native", [1.0], length=2048)  # a single pair is no comparison
+        + cells("orig", "chunk", [1.0], length=2048),
+        models,
+    )
+    assert [(r["against_strategy"], r["length"]) for r in rows] == [
+        ("chunk", 512),
+        ("truncate", 512),
+    ]
+    chunk, truncate = rows
+    assert chunk["mean"] == pytest.approx(0.975 - 0.5625) and chunk["n"] == 4
+    assert chunk["low"] > 0 and chunk["best"] and not truncate["best"]  # 0.5625 > 0.55
+    assert truncate["low"] < 0 < truncate["high"]
+    # Holm over the two: the smaller p doubled, the larger kept (but not below it)
+    small, large = sorted([chunk["p"], truncate["p"]])
+    assert sorted(r["p_holm"] for r in rows) == pytest.approx([2 * small, max(2 * small, large)])
 
 
 def test_cli_writes_results_csv_and_report(tiny_bert, tiny_tisa, tmp_path, capsys):
@@ -76,8 +107,14 @@ def test_cli_writes_results_csv_and_report(tiny_bert, tiny_tisa, tmp_path, capsy
     assert len(rows) == 4 and tuple(rows[0]) == CSV_COLUMNS
     assert [r["strategy"] for r in rows] == ["truncate", "truncate", "native", "native"]
     assert len(results["summary"]) == 2
+    (row,) = results["comparisons"]  # TISA against the one alternative, over 2 depths
+    assert (row["model"], row["against"], row["against_strategy"]) == (
+        tiny_tisa, tiny_bert, "truncate"
+    )
+    assert row["n"] == 2 and row["best"] and row["low"] <= row["mean"] <= row["high"]
     html = (out / "report.html").read_text()
     assert "Where the evidence sits" in html and "Cost per document" in html
+    assert "Paired comparisons" in html
     assert html.count("data:image/png;base64,") == 3  # accuracy, a heatmap, cost
 
 

@@ -123,6 +123,47 @@ def _fmt(x: float | None, digits: int = 3) -> float | None:
     return None if x is None else round(float(x), digits)
 
 
+def _comparison_sections(comparisons: Sequence[Mapping]) -> list[Section]:
+    """One section: each TISA model minus every alternative, per task and length."""
+    if not comparisons:
+        return []
+    level = comparisons[0]["level"]
+    rows = [
+        [
+            label(r["model"], r["strategy"]),
+            label(r["against"], r["against_strategy"]) + (" (best)" if r["best"] else ""),
+            r["task"],
+            r["length"],
+            _fmt(r["acc1"]),
+            _fmt(r["against_acc1"]),
+            f"{r['mean']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}]",
+            f"{r['p_holm']:.3g}",
+            r["n"],
+        ]
+        for r in sorted(comparisons, key=lambda r: (r["task"], r["length"], -r["against_acc1"]))
+    ]
+    return [
+        Section(
+            "Paired comparisons",
+            paragraphs=[
+                "Each model without a position table against every other model and strategy, "
+                "per task and length: the mean difference of Acc@1 over the cells both ran "
+                f"(the same depth and seed, so the same documents), its {level:.0%} t "
+                "interval, and the p-value of the paired t test after Holm's correction over "
+                "every row. (best): the alternative with the highest Acc@1 at that task and "
+                "length."
+            ],
+            tables=[
+                Table(
+                    ["model", "against", "task", "length", "Acc@1", "its Acc@1",
+                     "difference", "p (Holm)", "pairs"],
+                    rows,
+                )
+            ],
+        )
+    ]
+
+
 def write_longeval_report(path: str | Path, results: Mapping[str, Any]) -> Path:
     """Writes the report of one run (``results`` as in results.json)."""
     settings, summary, cells = results["settings"], results["summary"], results["cells"]
@@ -183,6 +224,7 @@ def write_longeval_report(path: str | Path, results: Mapping[str, Any]) -> Path:
                 for t in tasks
             ],
         ),
+        *_comparison_sections(results.get("comparisons", [])),
         Section(
             "Cost per document",
             paragraphs=[

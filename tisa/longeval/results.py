@@ -4,6 +4,8 @@
   embeddings (cosine similarity; ties shared, see the function);
 * :func:`summarise`: the cells averaged over depths and seeds, per (model, strategy,
   task, length), and per depth;
+* :func:`compare`: each TISA model against every other (model, strategy), paired over
+  the cells they share, with Holm's correction;
 * :func:`write_csv`: one row per cell.
 """
 
@@ -21,7 +23,7 @@ from torch import Tensor, nn
 
 from tisa.files import write_atomic
 
-__all__ = ["CSV_COLUMNS", "retrieval_scores", "summarise", "write_csv"]
+__all__ = ["CSV_COLUMNS", "compare", "retrieval_scores", "summarise", "write_csv"]
 
 
 def retrieval_scores(queries: Tensor, documents: Tensor) -> dict[str, Any]:
@@ -119,3 +121,63 @@ def summarise(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+
+
+def compare(
+    cells: Sequence[dict[str, Any]], models: Sequence[dict[str, Any]], *, level: float = 0.95
+) -> list[dict[str, Any]]:
+    """Each model without a position table (TISA, run ``native``) against every other
+    (model, strategy), per task and length: the paired difference of Acc@1 over the cells
+    both have (the same depth and seed, so the same documents and queries), with a t
+    interval and Holm's correction over every comparison returned.
+
+    Returns one row per comparison: ``model``, ``strategy`` (the native model),
+    ``against`` and ``against_strategy``, ``task``, ``length``, ``acc1`` and
+    ``against_acc1`` (means over the pairs), the difference's ``mean``, ``low``, ``high``,
+    ``p``, ``p_holm``, ``n``, and ``best``: whether the alternative has the highest mean
+    Acc@1 of the alternatives at that task and length. Pairs with fewer than two cells
+    in common are left out.
+    """
+    from tisa.stats import holm, paired_difference
+
+    native = {m["name"] for m in models if m.get("positions") is None}
+    by: dict[tuple, dict[tuple, float]] = defaultdict(dict)
+    for c in cells:
+        by[(c["model"], c["strategy"], c["task"], c["length"])][(c["depth"], c["seed"])] = c[
+            "acc1"
+        ]
+    rows: list[dict[str, Any]] = []
+    for (model, strategy, task, length), own in sorted(by.items(), key=str):
+        if model not in native:
+            continue
+        others = [
+            (om, os_, scores)
+            for (om, os_, ot, ol), scores in sorted(by.items(), key=str)
+            if ot == task and ol == length and (om, os_) != (model, strategy)
+        ]
+        means = {(om, os_): sum(s.values()) / len(s) for om, os_, s in others if s}
+        best = max(means.values(), default=None)
+        for om, os_, scores in others:
+            common = sorted(set(own) & set(scores))
+            if len(common) < 2:
+                continue
+            a = [own[k] for k in common]
+            b = [scores[k] for k in common]
+            diff = paired_difference(a, b, level=level)
+            rows.append(
+                {
+                    "model": model,
+                    "strategy": strategy,
+                    "against": om,
+                    "against_strategy": os_,
+                    "task": task,
+                    "length": length,
+                    "acc1": sum(a) / len(a),
+                    "against_acc1": sum(b) / len(b),
+                    **diff.to_dict(),
+                    "best": means[(om, os_)] == best,
+                }
+            )
+    for row, adjusted in zip(rows, holm([r["p"] for r in rows]), strict=True):
+        row["p_holm"] = adjusted
+    return rows

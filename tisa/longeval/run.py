@@ -15,7 +15,8 @@ Output folder::
 
     OUTPUT_DIR/
       cells/<model>/<strategy>/<task>/L<length>-d<depth>-s<seed>.json   one per cell
-      results.json    provenance, settings, models, every cell and the summary
+      results.json    provenance, settings, models, every cell, the summary and the
+                      paired comparisons of each TISA model against the others
       results.csv     one row per cell
       report.html     Acc@1 against length, depth x length heatmaps, cost per document
 """
@@ -46,7 +47,7 @@ from tisa.hf.sentence_transformers import read_pooling
 from tisa.hub import model_source
 from tisa.longeval.config import LongEvalConfig
 from tisa.longeval.report import write_longeval_report
-from tisa.longeval.results import retrieval_scores, summarise, write_csv
+from tisa.longeval.results import compare, retrieval_scores, summarise, write_csv
 from tisa.longeval.strategies import Encoder, make_strategy
 from tisa.longeval.tasks import VERSION, TextSource, build_cell
 from tisa.memory import peak_memory
@@ -306,6 +307,7 @@ def longeval(config: LongEvalConfig, *, command: list[str] | None = None) -> Lon
             "settings": _settings(config),
             "models": [facts for _, _, facts, _ in plans],
             "summary": summarise(cells),
+            "comparisons": compare(cells, [facts for _, _, facts, _ in plans]),
             "cells": cells,
         }
         results_file = write_json(out / "results.json", results)
