@@ -10,25 +10,26 @@ stage, and the 1-minute load average before each run (a machine otherwise idle s
 runs and a rerun adds the missing ones; ``demo.json`` of the last run (the demo's figures,
 among them the TI over training) is kept beside it.
 
-    python benchmarks/demo_time.py --runs 3 --busy 2 --output benchmarks/results/demo
+    python benchmarks/demo_time.py --runs 3 --busy 1 --output benchmarks/results/demo
 
-measures the same while another CPU-bound job shares the machine: ``--busy N`` starts N
-processes that multiply matrices on one thread each for the whole of every run (two on a
-2-core machine is "another job of the same size"), and writes ``timing-busy.json``.
+measures the same while other CPU-bound work shares the machine: ``--busy N`` starts N
+processes that multiply matrices on one thread each for the whole of every run, and
+writes ``timing-busy.json``. On a 2-core machine ``--busy 1`` takes one of the cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
+
+from tisa.timing import check_timing_options, load_average, read_runs, write_timing
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,13 +59,6 @@ def _busy(processes: int):
             job.wait()
 
 
-def _load() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="fresh demo runs in all (default 3)")
@@ -74,28 +68,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="run N one-thread CPU-bound jobs beside every demo and write "
                              "timing-busy.json (default 0: the machine to itself)")
     args = parser.parse_args(argv)
-    if args.runs < 1:
-        print(f"demo_time: error: --runs must be at least 1, got {args.runs}", file=sys.stderr)
+    problem = check_timing_options("demo_time", args.runs, args.output)
+    if problem is None and args.busy < 0:
+        problem = f"demo_time: error: --busy must be 0 or more, got {args.busy}"
+    if problem:
+        print(problem, file=sys.stderr)
         return 2
-    if args.busy < 0:
-        print(f"demo_time: error: --busy must be 0 or more, got {args.busy}", file=sys.stderr)
-        return 2
-    if args.output.exists() and not args.output.is_dir():
-        print(f"demo_time: error: --output {args.output} is a file, not a folder",
-              file=sys.stderr)
-        return 2
-
-    import json
-
-    from tisa.files import write_json
-    from tisa.provenance import run_metadata
 
     path = args.output / ("timing-busy.json" if args.busy else "timing.json")
-    runs = json.loads(path.read_text())["runs"] if path.is_file() else []
+    runs = read_runs(path)
     while len(runs) < args.runs:
         with tempfile.TemporaryDirectory(prefix="tisa-demo-time-") as tmp:
             env = {**os.environ, "TISA_CACHE_DIR": str(Path(tmp) / "cache")}
-            load = _load()
+            load = load_average()
             with _busy(args.busy):
                 start = time.perf_counter()
                 subprocess.run(
@@ -106,18 +91,11 @@ def main(argv: list[str] | None = None) -> int:
                 wall = time.perf_counter() - start
             demo = json.loads((Path(tmp) / "demo" / "demo.json").read_text())
             args.output.mkdir(parents=True, exist_ok=True)
-            if not args.busy:
-                shutil.copy(Path(tmp) / "demo" / "demo.json", args.output / "demo.json")
+            if not args.busy:  # the figures of the last run, its temporary folder unnamed
+                text = (Path(tmp) / "demo" / "demo.json").read_text()
+                (args.output / "demo.json").write_text(text.replace(tmp, "$TMPDIR"))
         runs.append({"wall_s": round(wall, 1), "load_before": load, "stages_s": demo["stages_s"]})
-        walls = [r["wall_s"] for r in runs]
-        write_json(path, {
-            "runs": runs,
-            "busy_processes": args.busy,
-            "median_s": statistics.median(walls),
-            "min_s": min(walls),
-            "max_s": max(walls),
-            "provenance": run_metadata(),
-        })
+        write_timing(path, runs, busy_processes=args.busy)
         print(f"run {len(runs)}: {wall:.0f} s (load before {load})", flush=True)
     return 0
 

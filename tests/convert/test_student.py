@@ -11,8 +11,9 @@ from transformers import AutoModel, AutoTokenizer
 
 import tisa.hf
 from tisa import bias as bias_lib
-from tisa.convert.profiles import attention_profiles, text_blocks
+from tisa.convert.profiles import attention_profiles
 from tisa.convert.student import build_student, fit_layers
+from tisa.data.text_blocks import text_blocks
 from tisa.metrics import offset_profile
 
 

@@ -18,13 +18,13 @@ from tisa.data.glue import (
     f1,
     get_task,
     glue_average,
-    load_custom,
     load_glue,
     matthews_corr,
     pearson,
     spearman,
     task_score,
 )
+from tisa.data.glue_custom import load_custom
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

@@ -823,7 +823,7 @@ def test_examples_left_without_text_are_counted_and_said(tiny_model, tmp_path, c
     from transformers import AutoTokenizer
 
     from tisa.data.glue import get_task
-    from tisa.glue.run import _encode
+    from tisa.glue.inputs import encode
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     config = _rte_config(tiny_model, tmp_path, tasks=("sst2",), max_length=8)
@@ -835,7 +835,7 @@ def test_examples_left_without_text_are_counted_and_said(tiny_model, tmp_path, c
         }
     )
     with caplog.at_level("WARNING", logger="tisa.glue.run"):
-        encoded = _encode(config, get_task("sst2"), data, tokenizer)
+        encoded = encode(config, get_task("sst2"), data, tokenizer)
     assert "tisa_no_text" not in encoded["train"].column_names
     said = [r.getMessage() for r in caplog.records]
     assert "sst2 train: 2 of 6 examples (33%) have no text left at max_length=8" in said[0]
@@ -849,5 +849,5 @@ def test_examples_left_without_text_are_counted_and_said(tiny_model, tmp_path, c
     )
     caplog.clear()
     with caplog.at_level("WARNING", logger="tisa.glue.run"):
-        _encode(_rte_config(tiny_model, tmp_path, max_length=8), get_task("rte"), pair, tokenizer)
+        encode(_rte_config(tiny_model, tmp_path, max_length=8), get_task("rte"), pair, tokenizer)
     assert not caplog.records  # 1 of 20 (5%): not worth a line

@@ -264,7 +264,7 @@ def test_scoring_options_change_the_scorers_only_for_evaluation(runs, tmp_path):
     import torch
 
     from tisa.hf import iter_scorers
-    from tisa.pretrain.extrapolation import with_scoring_options
+    from tisa.hf.install import with_scoring_options
     from tisa.pretrain.masked_lm import load_masked_lm
 
     model = load_masked_lm(tisa / "model")

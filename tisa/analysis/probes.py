@@ -59,6 +59,7 @@ from tisa.analysis.extract import (
 )
 from tisa.analysis.nulls import NullBaselines, compare_many_to_nulls
 from tisa.data.corpus import ptb_lines
+from tisa.data.text_blocks import text_blocks
 
 __all__ = [
     "PROBE_METRICS",
@@ -195,45 +196,12 @@ def sentence_ids(
     """
     _check_length(length)
     check_int(num_sequences, "num_sequences")
-    specials = tokenizer.num_special_tokens_to_add(pair=False)
-    chunk = length - specials
-    if chunk < 1:
-        raise ValueError(f"length must exceed the {specials} special tokens, got {length}")
-    need = chunk * num_sequences
-    stream: list[int] = []
     sentences = list(texts) if texts is not None else _ptb_validation()
-    step = 64
-    for start in range(0, len(sentences), step):
-        batch = tokenizer(sentences[start : start + step], add_special_tokens=False)
-        for ids in batch["input_ids"]:
-            stream.extend(ids)
-        if len(stream) >= need:
-            break
-    if len(stream) < need:
-        raise ValueError(
-            f"texts hold {len(stream)} tokens; {num_sequences} sequences of length {length} "
-            f"need {need}"
-        )
-    prefix, suffix = _special_template(tokenizer)
-    if len(prefix) + len(suffix) != specials:
-        raise ValueError(f"tokenizer: cannot place its {specials} special tokens around a text")
-    rows = [prefix + stream[i * chunk : (i + 1) * chunk] + suffix for i in range(num_sequences)]
-    return torch.tensor(rows, dtype=torch.long)
+    return text_blocks(tokenizer, sentences, length=length, count=num_sequences)
 
 
 def _ptb_validation(limit: int = 2000) -> list[str]:
     return ptb_lines("validation", unk=None)[:limit]
-
-
-def _special_template(tokenizer: Any) -> tuple[list[int], list[int]]:
-    """Special token ids the tokenizer puts before and after a single text."""
-    probe = "hello world"
-    inner = tokenizer(probe, add_special_tokens=False)["input_ids"]
-    full = tokenizer(probe, add_special_tokens=True)["input_ids"]
-    for start in range(len(full) - len(inner) + 1):
-        if full[start : start + len(inner)] == inner:
-            return list(full[:start]), list(full[start + len(inner) :])
-    raise ValueError("tokenizer: cannot find where it places the text among its special tokens")
 
 
 _FUSED = ("sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")

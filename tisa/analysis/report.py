@@ -9,45 +9,29 @@ causal models).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from tisa.analysis.figures import (
+    causal_nan,
+    layer1_ti_figure,
+    position_embeddings_figure,
+    probe_ti_figure,
+    unit_scaled,
+)
+from tisa.analysis.null_tables import draws_text, model_nulls, null_table
 from tisa.analysis.training_report import format_z, ti_over_training_section
 from tisa.reports import charts, heatmaps
 from tisa.reports.figures import save_figure
 from tisa.reports.html import Image, Section, Table, write_report
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
-    from tisa.analysis.nulls import NullBaselines
     from tisa.analysis.results import AnalysisResult, ModelAnalysis
 
-__all__ = [
-    "NULL_COLUMNS",
-    "format_z",
-    "layer1_ti_figure",
-    "model_nulls",
-    "null_row",
-    "null_table",
-    "position_embeddings_figure",
-    "probe_ti_figure",
-    "write_analysis_report",
-]
-
-#: Columns of a table of figures next to their nulls (:func:`null_row`).
-NULL_COLUMNS: tuple[str, ...] = (
-    "figure",
-    "observed",
-    "random null (mean ± std)",
-    "z (random)",
-    "shuffled null (mean ± std)",
-    "z (shuffled)",
-    "draws exceeded",
-)
+__all__ = ["write_analysis_report"]
 
 _NULL_TEXT = (
     "Null baselines: the same figure with the position table replaced by random "
@@ -107,71 +91,6 @@ _SUMMARY_COLUMNS = [
 ]
 
 
-def null_row(label: str, b: NullBaselines, *, digits: int = 3) -> list[Any]:
-    """One row of :data:`NULL_COLUMNS` for a figure and its nulls."""
-    exceeded = min(b.random.exceeded, b.shuffled.exceeded)
-    return [
-        label,
-        b.observed,
-        f"{b.random.mean:.{digits}f} ± {b.random.std:.{digits}f}",
-        format_z(b.random.z),
-        f"{b.shuffled.mean:.{digits}f} ± {b.shuffled.std:.{digits}f}",
-        format_z(b.shuffled.z),
-        f"{100 * exceeded:.0f}% of {len(b.random.draws) + len(b.shuffled.draws)}",
-    ]
-
-
-def null_table(
-    rows: Sequence[tuple[str, NullBaselines]], *, caption: str = "", notes: str = ""
-) -> Table:
-    """A :class:`~tisa.reports.html.Table` of figures next to their nulls."""
-    return Table(
-        list(NULL_COLUMNS),
-        [null_row(label, b) for label, b in rows],
-        caption=caption,
-        notes=notes,
-        shade=[1],
-    )
-
-
-def model_nulls(m: ModelAnalysis) -> dict[str, list[tuple[str, NullBaselines]]]:
-    """Every figure of one model that has nulls, as (label, NullBaselines), grouped as
-    the report shows them: ``"positions"`` (P Pᵀ, cos(P)), ``"layer1"`` (F_P) and
-    ``"probes"``; groups without nulls are left out."""
-    groups: dict[str, list[tuple[str, NullBaselines]]] = {}
-    pe, l1 = m.position_embeddings, m.layer1
-    if pe is not None and pe.nulls is not None:
-        labels = {
-            "ti_gram": "TI P Pᵀ",
-            "ti_gram_offdiag": "TI P Pᵀ off-diagonal",
-            "ti_cosine": "TI cos(P)",
-            "ti_cosine_offdiag": "TI cos(P) off-diagonal",
-        }
-        groups["positions"] = [(label, pe.nulls[key]) for key, label in labels.items()]
-    if l1 is not None and l1.raw.nulls is not None and l1.ln.nulls is not None:
-        groups["layer1"] = [
-            row
-            for variant, terms in (("raw", l1.raw), ("LN", l1.ln))
-            for row in (
-                (f"TI F_P {variant}, mean over heads", terms.nulls["ti_mean"]),
-                (f"TI F_P {variant} off-diagonal, mean", terms.nulls["ti_offdiag_mean"]),
-            )
-        ]
-    probes = []
-    for key, label in (("repeated", "repeated token"), ("sentences", "sentences")):
-        probe = None if m.probes is None else m.probes.get(key)
-        if probe is not None and probe.nulls is not None:
-            probes.append((f"probe TI off-diagonal, {label}", probe.nulls.mean["ti_offdiag"]))
-            probes.append((f"probe TI, {label}", probe.nulls.mean["ti"]))
-    if probes:
-        groups["probes"] = probes
-    return groups
-
-
-def _draws(b: NullBaselines) -> str:
-    return f"{len(b.random.draws)} draws per null, seed {b.random.seed}"
-
-
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower() or "model"
 
@@ -206,57 +125,6 @@ def _summary_row(m: ModelAnalysis) -> list[Any]:
         _probe_mean(m, "sentences", "symmetry"),
         None if m.tisa is None else m.tisa.ti_min,
     ]
-
-
-def _unit_scaled(curves: torch.Tensor) -> torch.Tensor:
-    """Each row divided by its largest magnitude (heads differ by orders of magnitude)."""
-    scale = curves.abs().amax(-1, keepdim=True)
-    return curves / torch.where(scale > 0, scale, torch.ones_like(scale))
-
-
-def _causal_nan(x: torch.Tensor, causal: bool) -> torch.Tensor:
-    """Blanks (NaN) the never-used j > i part of causal models' matrices for display."""
-    if not causal:
-        return x
-    n = x.shape[-1]
-    keep = torch.ones(n, n, dtype=torch.bool).tril()
-    return x.masked_fill(~keep, float("nan"))
-
-
-def position_embeddings_figure(m: ModelAnalysis) -> Figure:
-    """Heatmaps of P Pᵀ and of the cosine similarities of P."""
-    pe = m.position_embeddings
-    return heatmaps.matrix_heatmaps(
-        [
-            (f"P Pᵀ   (TI {pe.ti_gram:.3f}, off-diag. {pe.ti_gram_offdiag:.3f})", pe.gram),
-            (
-                f"cos(p_i, p_j)   (TI {pe.ti_cosine:.3f}, off-diag. {pe.ti_cosine_offdiag:.3f})",
-                pe.cosine,
-            ),
-        ],
-        suptitle=f"{m.name}: position embeddings, {pe.length} positions",
-    )
-
-
-def layer1_ti_figure(m: ModelAnalysis) -> Figure:
-    """TI of F_P of every layer-1 head, from raw P and through LayerNorm."""
-    l1 = m.layer1
-    return heatmaps.value_heatmaps(
-        {"TI of layer-1 F_P per head": [l1.raw.ti.tolist(), l1.ln.ti.tolist()]},
-        row_names=["raw P", "P through LN"],
-        row_label="",
-    )
-
-
-def probe_ti_figure(m: ModelAnalysis) -> Figure:
-    """Off-diagonal TI of the mean probe attention per layer and head, for both probes."""
-    return heatmaps.value_heatmaps(
-        {
-            "repeated token": m.probes["repeated"].ti_offdiag,
-            "real sentences": m.probes["sentences"].ti_offdiag,
-        },
-        suptitle=f"{m.name}: off-diagonal TI of the mean attention per layer and head",
-    )
 
 
 class _Report:
@@ -358,7 +226,7 @@ class _Report:
             tables.append(
                 null_table(
                     model_nulls(m)["positions"],
-                    caption=f"{pe.length} positions, {_draws(on)}",
+                    caption=f"{pe.length} positions, {draws_text(on)}",
                 )
             )
         else:
@@ -398,7 +266,7 @@ class _Report:
         ]
         ti_fig = layer1_ti_figure(m)
         seen = fp_prof.offsets <= (0 if l1.causal else fp_prof.offsets.max())
-        scaled = _unit_scaled(fp_prof.mean[:, seen])
+        scaled = unit_scaled(fp_prof.mean[:, seen])
         curves = {f"h{h + 1}": (c, None) for h, c in enumerate(scaled)}
         off_fig = charts.offset_profiles(
             [("layer-1 F_P (LN) by offset, per head", fp_prof.offsets[seen], curves)],
@@ -418,7 +286,7 @@ class _Report:
         for variant, terms in (("raw", raw), ("ln", ln)):
             label = "raw P" if variant == "raw" else "P through the embedding LayerNorm"
             grid = heatmaps.matrices_grid(
-                _causal_nan(terms.logits, l1.causal),
+                causal_nan(terms.logits, l1.causal),
                 titles=[f"head {h + 1} · TI {t:.2f}" for h, t in enumerate(terms.ti.tolist())],
                 suptitle=f"{m.name}: layer-1 F_P from {label}",
                 ncols=6,
@@ -451,7 +319,9 @@ class _Report:
                 "two null means and z the lower of the two z-scores."
             )
             tables.append(
-                null_table(groups["layer1"], caption=f"Layer-1 F_P, {_draws(ln.nulls['ti_mean'])}")
+                null_table(
+                    groups["layer1"], caption=f"Layer-1 F_P, {draws_text(ln.nulls['ti_mean'])}"
+                )
             )
         tables.append(
             Table(
@@ -538,7 +408,7 @@ class _Report:
             tables.append(
                 null_table(
                     null_rows,
-                    caption=f"Means over layers and heads, {_draws(rep.nulls.mean['ti'])}",
+                    caption=f"Means over layers and heads, {draws_text(rep.nulls.mean['ti'])}",
                 )
             )
         tables.append(
@@ -564,7 +434,7 @@ class _Report:
         ti_fig = probe_ti_figure(m)
         maps = torch.cat([rep.attention.mean(1), sen.attention.mean(1)])  # (2N, L, L)
         map_fig = heatmaps.matrices_grid(
-            _causal_nan(maps, m.causal),
+            causal_nan(maps, m.causal),
             titles=[f"layer {i + 1}" for i in range(n_layers)] * 2,
             row_labels=["repeated token", "sentences"],
             suptitle=f"{m.name}: mean attention (averaged over heads)",

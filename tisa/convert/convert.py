@@ -53,11 +53,12 @@ from tisa.console import format_seconds, stage_done
 from tisa.convert.config import ConvertConfig, DistillSettings
 from tisa.convert.distill import LengthSampler, distill
 from tisa.convert.evaluate import fidelity, long_inputs, sts_spearman
-from tisa.convert.profiles import AttentionProfiles, text_blocks
+from tisa.convert.profiles import AttentionProfiles
 from tisa.convert.report import write_convert_report
 from tisa.convert.student import LayerFit, build_student, fit_layers
 from tisa.data.corpus import ptb_lines
 from tisa.data.glue import find_glue_dir, load_glue
+from tisa.data.text_blocks import text_blocks
 from tisa.files import RunLock, write_atomic, write_json
 from tisa.hf.architectures import has_absolute_positions, num_positions
 from tisa.hf.loading import load_model

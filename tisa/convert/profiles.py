@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from tisa._validate import check_int
 from tisa.metrics import offset_profile, translation_invariance
 
-__all__ = ["AttentionProfiles", "attention_profiles", "text_blocks"]
+__all__ = ["AttentionProfiles", "attention_profiles"]
 
 
 @dataclass(frozen=True)
@@ -48,43 +48,6 @@ class AttentionProfiles:
     length: int
 
 
-def text_blocks(
-    tokenizer, texts: Sequence[str], *, length: int, count: int, start: int = 0
-) -> Tensor:
-    """``count`` blocks of ``length`` tokens cut from the concatenated ``texts``.
-
-    Each block is ``[CLS] t_1 .. t_{L-2} [SEP]`` (the tokenizer's own special tokens, e.g.
-    ``<s> .. </s>`` for RoBERTa), consecutive pieces of the token stream from token
-    ``start`` on.
-
-    Returns:
-        (count, length) long tensor.
-
-    Raises:
-        ValueError: too little text for the blocks asked for.
-    """
-    length = check_int(length, "length", minimum=3)
-    count = check_int(count, "count")
-    inner = length - 2
-    need = start + inner * count
-    ids: list[int] = []
-    for text in texts:
-        ids.extend(tokenizer(text, add_special_tokens=False)["input_ids"])
-        if len(ids) >= need:
-            break
-    if len(ids) < need:
-        raise ValueError(
-            f"texts: {len(ids)} tokens, but {count} blocks of {length} from token {start} "
-            f"need {need}"
-        )
-    first = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
-    last = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
-    if first is None or last is None:
-        raise ValueError("tokenizer: needs [CLS]/[SEP] (or BOS/EOS) tokens to frame blocks")
-    body = torch.tensor(ids[start:need]).view(count, inner)
-    return torch.cat([torch.full((count, 1), first), body, torch.full((count, 1), last)], dim=1)
-
-
 @torch.no_grad()
 def attention_profiles(
     model: nn.Module, blocks: Tensor, *, batch_size: int = 4, layers: Sequence[int] | None = None
@@ -98,7 +61,7 @@ def attention_profiles(
 
     Args:
         model: a Hugging Face encoder (any head; the base model is run).
-        blocks: (B, L) token ids without padding (:func:`text_blocks`).
+        blocks: (B, L) token ids without padding (:func:`tisa.data.text_blocks.text_blocks`).
         batch_size: blocks per forward pass.
         layers: which layers to keep (default all).
 

@@ -115,7 +115,7 @@ def fit_layers(
     Args:
         original: the model with its position table.
         student: from :func:`build_student` (RBF scorers with S kernels per head).
-        blocks: (B, L) token ids of real text (:func:`tisa.convert.profiles.text_blocks`).
+        blocks: (B, L) token ids of real text (:func:`tisa.data.text_blocks.text_blocks`).
         layers: ``"all"``, ``"first"`` or ``"none"``.
         batch_size: blocks per forward pass.
         max_iter: L-BFGS iterations per layer.

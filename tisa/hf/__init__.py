@@ -27,7 +27,7 @@ from tisa.hf.attention_fn import IMPLEMENTATIONS, apply_rotary, tisa_attention_f
 from tisa.hf.attention_fn import register as _register_attention
 from tisa.hf.install import add_tisa, is_tisa, iter_scorers, positional_parameters, tisa_config
 from tisa.hf.model_types import (
-    ARCHITECTURES,
+    TISA_FAMILY_NAMES,
     TisaAlbertConfig,
     TisaBertConfig,
     TisaElectraConfig,
@@ -45,7 +45,7 @@ from tisa.hf.optim import (
 from tisa.hf.settings import DEFAULT_START, STARTS, TisaSettings, start_options, takes_num_kernels
 
 __all__ = [
-    "ARCHITECTURES",
+    "TISA_FAMILY_NAMES",
     "DEFAULT_START",
     "IMPLEMENTATIONS",
     "STARTS",

@@ -6,7 +6,7 @@ translation invariance (:mod:`tisa.analysis.extract`), and the facts every featu
 a model through it (:func:`has_absolute_positions`, :func:`is_causal`,
 :func:`num_positions`, :func:`position_embeddings`, the :class:`PositionalLayout` of
 layer 1); the other lists of families (:data:`KNOWN_MODEL_TYPES`,
-:data:`CAUSAL_MODEL_TYPES`) are derived from :data:`ARCHITECTURES`:
+:data:`CAUSAL_MODEL_TYPES`) are derived from :data:`FAMILIES`:
 
 - the absolute position table and the row that position 0 uses (RoBERTa numbers
   positions from ``padding_idx + 1``), the token-type table;
@@ -36,7 +36,7 @@ from torch import Tensor, nn
 from tisa._validate import check_int
 
 __all__ = [
-    "ARCHITECTURES",
+    "FAMILIES",
     "CAUSAL_MODEL_TYPES",
     "KNOWN_MODEL_TYPES",
     "SUPPORTED_ARCHITECTURES",
@@ -213,7 +213,7 @@ class _GPT2(Architecture):
 
 
 #: config.model_type -> the family's description.
-ARCHITECTURES: dict[str, Architecture] = {
+FAMILIES: dict[str, Architecture] = {
     model_type: arch
     for arch in (Architecture(), _Roberta(), _Albert(), _Electra(), _DistilBert(), _GPT2())
     for model_type in arch.model_types
@@ -229,7 +229,7 @@ def stock_model_type(config: Any) -> str:
 def architecture_of(model_or_config: Any) -> Architecture | None:
     """The description of a model's (or config's) family; None for other families."""
     config = getattr(model_or_config, "config", model_or_config)
-    return ARCHITECTURES.get(stock_model_type(config))
+    return FAMILIES.get(stock_model_type(config))
 
 
 # --------------------------------------------------------------------------------------
@@ -237,11 +237,11 @@ def architecture_of(model_or_config: Any) -> Architecture | None:
 # --------------------------------------------------------------------------------------
 
 #: model_type values of the stock families described here (TISA models count as theirs).
-KNOWN_MODEL_TYPES: frozenset[str] = frozenset(ARCHITECTURES)
+KNOWN_MODEL_TYPES: frozenset[str] = frozenset(FAMILIES)
 
 #: ``config.model_type`` of the causal families, stock and TISA.
 CAUSAL_MODEL_TYPES: tuple[str, ...] = tuple(
-    name for t, arch in ARCHITECTURES.items() if arch.causal for name in (t, _TISA_PREFIX + t)
+    name for t, arch in FAMILIES.items() if arch.causal for name in (t, _TISA_PREFIX + t)
 )
 
 #: Human-readable list used in error messages.

@@ -27,11 +27,11 @@ from typing import Any
 from torch import nn
 from transformers import PreTrainedConfig, PreTrainedModel
 
-from tisa.hf.architectures import ARCHITECTURES as LAYOUTS
+from tisa.hf.architectures import FAMILIES
 from tisa.hf.model_types import TISA_CONFIGS, base_model_type, install
 from tisa.hf.settings import TisaSettings
 from tisa.hf.surgery import NoPositionEmbedding
-from tisa.scoring import ScoringFunction
+from tisa.scoring import ScoringFunction, build
 
 __all__ = [
     "NoPositionEmbedding",
@@ -41,6 +41,7 @@ __all__ = [
     "iter_scorers",
     "positional_parameters",
     "tisa_config",
+    "with_scoring_options",
 ]
 
 
@@ -117,7 +118,7 @@ def add_tisa(
     stored = chosen.to_config(model.config)
     if (
         chosen.position_embeddings == "remove"
-        and LAYOUTS[model_type].position_table(model.base_model) is None
+        and FAMILIES[model_type].position_table(model.base_model) is None
     ):
         raise ValueError(
             "position_embeddings='remove': this model has no absolute position embeddings "
@@ -173,7 +174,7 @@ def iter_scorers(model: nn.Module) -> Iterator[tuple[int, ScoringFunction]]:
     scorers = getattr(base, "tisa_scorers", None)
     if not isinstance(scorers, nn.ModuleList) or len(scorers) == 0:
         return
-    layers = LAYOUTS[base_model_type(model.config)].num_layers(model.config)
+    layers = FAMILIES[base_model_type(model.config)].num_layers(model.config)
     for layer in range(layers):
         yield layer, scorers[0] if len(scorers) == 1 else scorers[layer]
 
@@ -195,8 +196,39 @@ def positional_parameters(model: nn.Module) -> dict[str, int]:
         raise ValueError(
             f"model must be a transformers PreTrainedModel, got {type(model).__name__}"
         )
-    table = LAYOUTS[base_model_type(config)].position_table(model.base_model)
+    table = FAMILIES[base_model_type(config)].position_table(model.base_model)
     absolute = table.weight.numel() if table is not None else 0
     unique = {id(s): s for _, s in iter_scorers(model)}
     tisa = sum(s.num_positional_parameters() for s in unique.values())
     return {"absolute": absolute, "tisa": tisa, "total": absolute + tisa}
+
+
+def with_scoring_options(model, options: dict[str, Any], *, label: str = "model"):
+    """Rebuilds every TISA scoring function of ``model`` with ``options`` changed, keeping
+    its learned parameters (in place; returns the model).
+
+    Raises:
+        ValueError: a model without TISA scoring functions, an option its family does not
+            take, or one that changes the parameters' shapes (e.g. ``num_kernels``).
+    """
+    scorers = getattr(getattr(model, "base_model", model), "tisa_scorers", None)
+    if not options:
+        return model
+    if scorers is None or len(scorers) == 0:
+        raise ValueError(f"scoring_options: {label} has no TISA scoring functions to change")
+    for index, old in enumerate(scorers):
+        config = {**old.config(), **options}
+        new = build(**config)
+        try:
+            new.load_state_dict(old.state_dict())
+        except RuntimeError as err:
+            raise ValueError(
+                f"scoring_options {sorted(options)} change the learned parameters of {label}: "
+                f"{str(err).splitlines()[0]}"
+            ) from err
+        # where add_tisa put the scorers: the model's device and dtype
+        reference = next(model.parameters())
+        scorers[index] = new.to(device=reference.device, dtype=reference.dtype)
+    if getattr(model.config, "tisa", None) and model.config.tisa.get("scoring"):
+        model.config.tisa["scoring"] = scorers[0].config()
+    return model

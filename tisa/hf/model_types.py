@@ -45,15 +45,14 @@ from transformers.models.auto import modeling_auto
 from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING_NAMES
 from transformers.utils.output_capturing import _CAN_RECORD_REGISTRY
 
-from tisa.hf.architectures import ARCHITECTURES as LAYOUTS
-from tisa.hf.architectures import stock_model_type
+from tisa.hf.architectures import FAMILIES, stock_model_type
 from tisa.hf.attention_fn import IMPLEMENTATIONS
 from tisa.hf.settings import stored_settings
 from tisa.hf.surgery import TisaAlbertTransformer, pass_scorers, remove_absolute_positions
 from tisa.scoring import ScoringFunction, build
 
 __all__ = [
-    "ARCHITECTURES",
+    "TISA_FAMILY_NAMES",
     "TISA_CONFIGS",
     "TisaAlbertConfig",
     "TisaBertConfig",
@@ -69,7 +68,7 @@ __all__ = [
 ]
 
 #: model_type -> readable name, for the architectures TISA can be installed in.
-ARCHITECTURES: dict[str, str] = {
+TISA_FAMILY_NAMES: dict[str, str] = {
     "bert": "BERT",
     "albert": "ALBERT",
     "roberta": "RoBERTa",
@@ -134,8 +133,8 @@ def base_model_type(config: Any) -> str:
         ValueError: not one of the architectures TISA supports.
     """
     base = stock_model_type(config)
-    if base not in ARCHITECTURES:
-        supported = ", ".join(f"{name} ({t!r})" for t, name in ARCHITECTURES.items())
+    if base not in TISA_FAMILY_NAMES:
+        supported = ", ".join(f"{name} ({t!r})" for t, name in TISA_FAMILY_NAMES.items())
         raise ValueError(
             f"model: TISA supports {supported}; got model_type "
             f"{getattr(config, 'model_type', '')!r}"
@@ -300,7 +299,7 @@ def install(model: PreTrainedModel, settings: dict[str, Any]) -> None:
     does).
     """
     model_type = base_model_type(model.config)
-    layout = LAYOUTS[model_type]
+    layout = FAMILIES[model_type]
     for module in model.modules():
         if isinstance(module, PreTrainedModel):
             module.__class__ = tisa_model_class(type(module))

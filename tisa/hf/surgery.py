@@ -17,8 +17,7 @@ from transformers.models.bert.modeling_bert import BertEmbeddings
 from transformers.models.electra.modeling_electra import ElectraEmbeddings
 from transformers.models.roberta.modeling_roberta import RobertaEmbeddings
 
-from tisa.hf.architectures import ARCHITECTURES as LAYOUTS
-from tisa.hf.architectures import stock_model_type
+from tisa.hf.architectures import FAMILIES, stock_model_type
 
 __all__ = [
     "NoPositionEmbedding",
@@ -117,7 +116,7 @@ def pass_scorers(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, d
 def _check_length(base: nn.Module, args: tuple, kwargs: dict) -> None:
     """Refuses inputs longer than the position table of a ``"keep"`` model, at the model's
     boundary (the table lookup would fail with an IndexError deep in the embeddings)."""
-    arch = LAYOUTS.get(stock_model_type(base.config))
+    arch = FAMILIES.get(stock_model_type(base.config))
     table = None if arch is None else arch.position_table(base)
     if table is None:  # removed ("remove"), or a family without one
         return

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from tisa.data.text_blocks import special_template
 from tisa.hf.architectures import architecture_of
 from tisa.hf.sentence_transformers import pool
 
@@ -47,19 +48,8 @@ __all__ = [
     "Truncate",
     "copy_table",
     "make_strategy",
-    "special_tokens",
     "stretch_table",
 ]
-
-
-def special_tokens(tokenizer) -> tuple[list[int], list[int]]:
-    """(ids before, ids after) a text that the tokenizer adds: ([CLS], [SEP]) for BERT."""
-    ids = tokenizer("a", add_special_tokens=True)["input_ids"]
-    bare = tokenizer("a", add_special_tokens=False)["input_ids"]
-    for start in range(len(ids) - len(bare) + 1):
-        if ids[start : start + len(bare)] == bare:
-            return ids[:start], ids[start + len(bare) :]
-    raise ValueError("models: the tokenizer changes a text's tokens when it adds special tokens")
 
 
 @dataclass
@@ -90,7 +80,7 @@ class Encoder:
         return self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
 
     def __post_init__(self) -> None:
-        self._prefix, self._suffix = special_tokens(self.tokenizer)
+        self._prefix, self._suffix = special_template(self.tokenizer)
 
     def frame(self, ids: Sequence[int]) -> list[int]:
         """``ids`` with the model's special tokens ([CLS] ... [SEP])."""

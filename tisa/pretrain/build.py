@@ -28,7 +28,7 @@ from tisa.hf import TisaSettings, add_tisa
 from tisa.hf.architectures import architecture_of
 from tisa.hf.settings import takes_num_kernels
 from tisa.pretrain.masked_lm import MASKED_LM_CLASSES
-from tisa.pretrain.schemes import ARCHITECTURES, POSITIONS, SCHEMES, SIZES, Arch, scoring_family
+from tisa.pretrain.schemes import POSITIONS, PRETRAIN_ARCHS, SCHEMES, SIZES, Arch, scoring_family
 
 __all__ = ["apply_position_scheme", "build_causal_config", "build_config", "build_model"]
 
@@ -62,8 +62,8 @@ def build_config(
     Raises:
         ValueError: unknown arch or size, or a non-positive vocab_size / max_positions.
     """
-    if arch not in ARCHITECTURES:
-        raise ValueError(f"arch must be one of {ARCHITECTURES}, got {arch!r}")
+    if arch not in PRETRAIN_ARCHS:
+        raise ValueError(f"arch must be one of {PRETRAIN_ARCHS}, got {arch!r}")
     if size not in SIZES:
         raise ValueError(f"size must be one of {tuple(SIZES)}, got {size!r}")
     check_int(vocab_size, "vocab_size")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tisa._validate import check_int
-from tisa.pretrain.schemes import ARCHITECTURES, POSITIONS, SIZES, scoring_family
+from tisa.pretrain.schemes import POSITIONS, PRETRAIN_ARCHS, SIZES, scoring_family
 
 __all__ = [
     "DEFAULT_LENGTHS",
@@ -196,7 +196,7 @@ class PretrainConfig:
             raise ValueError("output_dir must be a folder path, got an empty string")
         _choice("position", self.position, POSITIONS)
         _choice("size", self.size, tuple(SIZES))
-        _choice("arch", self.arch, ARCHITECTURES)
+        _choice("arch", self.arch, PRETRAIN_ARCHS)
         if self.block_format is None:
             object.__setattr__(self, "block_format", "plain" if self.causal else "cls_sep")
         _choice("block_format", self.block_format, BLOCK_FORMATS)

@@ -75,10 +75,11 @@ from tisa.data.mlm import (
     token_stream,
 )
 from tisa.data.tokenizer import load_tokenizer
-from tisa.data.windows import Window, context_span_starts, context_windows, sliding_windows
+from tisa.data.windows import context_span_starts, context_windows, sliding_windows
 from tisa.files import RunLock, write_atomic, write_json
 from tisa.hf.architectures import has_absolute_positions, num_positions
-from tisa.pretrain.causal_lm import is_causal_model_dir, load_causal_lm, next_token_loss
+from tisa.hf.install import with_scoring_options
+from tisa.pretrain.causal_lm import is_causal_model_dir, load_causal_lm
 from tisa.pretrain.config import DEFAULT_LENGTHS, ExtrapolateConfig, parse_options
 from tisa.pretrain.extrapolation_results import (
     ContextRow,
@@ -86,11 +87,16 @@ from tisa.pretrain.extrapolation_results import (
     ExtrapolationRow,
     RunInfo,
 )
-from tisa.pretrain.masked_lm import load_masked_lm, masked_lm_forward
+from tisa.pretrain.losses import (
+    causal_blocks_loss,
+    causal_windows_loss,
+    masked_blocks_loss,
+    masked_windows_loss,
+)
+from tisa.pretrain.masked_lm import load_masked_lm
 from tisa.provenance import run_metadata
 from tisa.reports.charts import extrapolation_curves
 from tisa.reports.figures import save_figure
-from tisa.scoring import build
 
 __all__ = [
     "ContextRow",
@@ -98,12 +104,9 @@ __all__ = [
     "ExtrapolationResults",
     "ExtrapolationRow",
     "RunInfo",
-    "causal_windows_loss",
     "extrapolate",
     "extrapolate_config",
-    "masked_windows_loss",
     "resolve_run",
-    "with_scoring_options",
 ]
 
 logger = logging.getLogger(__name__)
@@ -174,212 +177,6 @@ def _labels(paths: Sequence[str]) -> list[str]:
 def _tokenizer_key(tokenizer) -> str:
     data = json.dumps(sorted(tokenizer.get_vocab().items())).encode()
     return hashlib.sha1(data).hexdigest()
-
-
-# ----------------------------------------------------------------------------- evaluation
-
-
-def with_scoring_options(model, options: dict[str, Any], *, label: str = "model"):
-    """Rebuilds every TISA scoring function of ``model`` with ``options`` changed, keeping
-    its learned parameters (in place; returns the model).
-
-    Raises:
-        ValueError: a model without TISA scoring functions, an option its family does not
-            take, or one that changes the parameters' shapes (e.g. ``num_kernels``).
-    """
-    scorers = getattr(getattr(model, "base_model", model), "tisa_scorers", None)
-    if not options:
-        return model
-    if scorers is None or len(scorers) == 0:
-        raise ValueError(f"scoring_options: {label} has no TISA scoring functions to change")
-    for index, old in enumerate(scorers):
-        config = {**old.config(), **options}
-        new = build(**config)
-        try:
-            new.load_state_dict(old.state_dict())
-        except RuntimeError as err:
-            raise ValueError(
-                f"scoring_options {sorted(options)} change the learned parameters of {label}: "
-                f"{str(err).splitlines()[0]}"
-            ) from err
-        # where add_tisa put the scorers: the model's device and dtype
-        reference = next(model.parameters())
-        scorers[index] = new.to(device=reference.device, dtype=reference.dtype)
-    if getattr(model.config, "tisa", None) and model.config.tisa.get("scoring"):
-        model.config.tisa["scoring"] = scorers[0].config()
-    return model
-
-
-def _masked_loss(model, inputs, labels, config: ExtrapolateConfig, device, desc: str) -> tuple:
-    """(sum of cross-entropies, scored tokens) of a masked LM on (N, L) masked blocks."""
-    return _masked_loss_sum(
-        model,
-        inputs,
-        labels,
-        batch_tokens=config.batch_tokens,
-        device=device,
-        progress=config.progress,
-        desc=desc,
-    )
-
-
-def _masked_loss_sum(
-    model, inputs, labels, *, batch_tokens: int, device, progress: bool, desc: str | None
-) -> tuple[float, int]:
-    """(sum of cross-entropies, scored tokens) of a masked LM on (N, L) inputs and labels
-    (-100: not scored), in batches of about ``batch_tokens`` tokens."""
-    import torch
-    from tqdm.auto import tqdm
-
-    batch = max(1, batch_tokens // inputs.shape[1])
-    total, count = 0.0, 0
-    with torch.inference_mode():
-        starts = range(0, inputs.shape[0], batch)
-        for start in tqdm(starts, desc=desc, disable=not progress or desc is None, leave=False):
-            x = inputs[start : start + batch].to(device)
-            y = labels[start : start + batch].to(device)
-            n = int((y != -100).sum())
-            if n == 0:
-                continue
-            loss = masked_lm_forward(
-                model, labels=y, input_ids=x, token_type_ids=torch.zeros_like(x)
-            ).loss
-            total += float(loss) * n
-            count += n
-    return total, count
-
-
-def _causal_blocks_loss(model, blocks, config: ExtrapolateConfig, device) -> tuple:
-    """(sum of cross-entropies, predictions) of a causal LM on (N, L) non-overlapping blocks."""
-    import torch
-    from tqdm.auto import tqdm
-
-    inputs = torch.as_tensor(blocks, dtype=torch.long)
-    length = inputs.shape[1]
-    batch = max(1, config.batch_tokens // length)
-    total, count = 0.0, 0
-    with torch.inference_mode():
-        for start in tqdm(
-            range(0, inputs.shape[0], batch),
-            desc=f"L={length}",
-            disable=not config.progress,
-            leave=False,
-        ):
-            loss, n = next_token_loss(model, inputs[start : start + batch].to(device))
-            total += float(loss) * n
-            count += n
-    return total, count
-
-
-def _group_by_length(windows: Sequence[Window]) -> dict[int, list[Window]]:
-    groups: dict[int, list[Window]] = {}
-    for w in windows:
-        groups.setdefault(w.end - w.begin, []).append(w)
-    return groups
-
-
-def causal_windows_loss(
-    model, stream, windows: Sequence[Window], *, batch_tokens: int, device, progress=False
-) -> tuple[float, int]:
-    """Next-token loss of a causal LM on the scored tokens of each window.
-
-    Args:
-        model: a causal LM (``model(input_ids=...).logits`` (B, L, V)).
-        stream: (T,) token ids.
-        windows: :class:`~tisa.data.windows.Window` s; token t in ``first .. last - 1``
-            is scored as the target of the prediction at t - 1 (inside the window).
-        batch_tokens: tokens per forward pass.
-        device: torch device.
-        progress: show a progress bar.
-
-    Returns:
-        (sum of cross-entropies in nats, number of scored tokens).
-    """
-    import torch
-    import torch.nn.functional as F
-    from tqdm.auto import tqdm
-
-    ids = torch.as_tensor(stream, dtype=torch.long)
-    total, count = 0.0, 0
-    with torch.inference_mode():
-        for length, group in _group_by_length(windows).items():
-            batch = max(1, batch_tokens // length)
-            for start in tqdm(
-                range(0, len(group), batch), desc=f"L={length}", disable=not progress, leave=False
-            ):
-                part = group[start : start + batch]
-                x = torch.stack([ids[w.begin : w.end] for w in part]).to(device)  # (B, L)
-                # column q - 1 predicts local token q, i.e. stream token begin + q
-                target = torch.arange(1, length, device=device)[None, :]  # (1, L - 1)
-                begin = torch.tensor([w.begin for w in part], device=device)[:, None]
-                first = torch.tensor([w.first for w in part], device=device)[:, None]
-                last = torch.tensor([w.last for w in part], device=device)[:, None]
-                scored = (begin + target >= first) & (begin + target < last)  # (B, L - 1)
-                logits = model(input_ids=x).logits[:, :-1]  # (B, L - 1, V)
-                rows = logits[scored].float()  # (n, V)
-                if rows.shape[0] == 0:
-                    continue
-                loss = F.cross_entropy(rows, x[:, 1:][scored], reduction="sum")
-                total += float(loss)
-                count += int(rows.shape[0])
-    return total, count
-
-
-def masked_windows_loss(
-    model,
-    inputs,
-    labels,
-    windows: Sequence[Window],
-    tokenizer,
-    *,
-    block_format: str,
-    batch_tokens: int,
-    device,
-    progress=False,
-) -> tuple[float, int]:
-    """Masked-LM loss on the masked tokens of ``first .. last - 1`` in each window.
-
-    Args:
-        model: an ALBERT/BERT-style masked LM.
-        inputs, labels: the (T,) masked stream (:func:`tisa.data.mlm.mask_stream`).
-        windows: text windows; framed by [CLS] / [SEP] for ``"cls_sep"``.
-        tokenizer: the tokenizer.
-        block_format: ``"cls_sep"`` or ``"plain"``.
-        batch_tokens: tokens per forward pass.
-        device: torch device.
-        progress: show a progress bar.
-
-    Returns:
-        (sum of cross-entropies in nats, number of scored tokens).
-    """
-    import torch
-
-    total, count = 0.0, 0
-    with torch.inference_mode():
-        for _, group in _group_by_length(windows).items():
-            xs, ys = [], []
-            for w in group:
-                y = torch.full((w.end - w.begin,), -100, dtype=torch.long)
-                y[w.first - w.begin : w.last - w.begin] = labels[w.first : w.last]
-                x = inputs[w.begin : w.end]
-                if block_format == "cls_sep":
-                    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-                    x = torch.cat([x.new_tensor([cls]), x, x.new_tensor([sep])])
-                    y = torch.cat([y.new_tensor([-100]), y, y.new_tensor([-100])])
-                xs.append(x)
-                ys.append(y)
-            part, n = _masked_loss_sum(
-                model,
-                torch.stack(xs),
-                torch.stack(ys),
-                batch_tokens=batch_tokens,
-                device=device,
-                progress=False,
-                desc=None,
-            )
-            total += part
-            count += n
-    return total, count
 
 
 def extrapolate(
@@ -579,7 +376,7 @@ def _evaluate_length(
         blocks = build_blocks(
             stream, tokenizer, seq_len=length, block_format=info.block_format, max_blocks=wanted
         )
-        total, count = _causal_blocks_loss(model, blocks, config, device)
+        total, count = causal_blocks_loss(model, blocks, config, device)
         return _ok_row(info.label, length, total, count, len(blocks))
     inputs, labels, _ = masked_stream_blocks(
         *masked,
@@ -589,7 +386,7 @@ def _evaluate_length(
         max_blocks=wanted,
         score_limit=limit,
     )
-    total, count = _masked_loss(model, inputs, labels, config, device, f"L={length}")
+    total, count = masked_blocks_loss(model, inputs, labels, config, device, f"L={length}")
     return _ok_row(info.label, length, total, count, inputs.shape[0])
 
 

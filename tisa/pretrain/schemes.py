@@ -23,14 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["ARCHITECTURES", "POSITIONS", "SIZES", "ModelSize", "scoring_family"]
+__all__ = ["PRETRAIN_ARCHS", "POSITIONS", "SIZES", "ModelSize", "scoring_family"]
 
 
 Arch = Literal["albert", "bert", "gpt2"]
 
 
 #: Masked-LM encoders, and GPT-2 (a causal decoder, :mod:`tisa.pretrain.causal_lm`).
-ARCHITECTURES: tuple[str, ...] = ("albert", "bert", "gpt2")
+PRETRAIN_ARCHS: tuple[str, ...] = ("albert", "bert", "gpt2")
 
 
 POSITIONS: tuple[str, ...] = (

@@ -1,0 +1,81 @@
+"""Tables of attention speed: `tisa bench attention`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tisa.doc_tables.base import RESULTS, read_json, table
+from tisa.reports.markdown import markdown_table
+
+#: the two runs of `tisa bench attention --json`: B=8 at 512 and 2,048, B=4 at 128 and 256
+ATTENTION = (f"{RESULTS}/bench/attention.json", f"{RESULTS}/bench/attention-short.json")
+LIMIT = "sdpa + constant mask (limit)"
+#: the targets of the sdpa path against SDPA without bias: (pass, length) -> time ratio
+ATTENTION_TARGETS = {("fwd+bwd", 128): 1.2, ("fwd+bwd", 256): 1.2, ("fwd+bwd", 512): 1.15,
+                     ("fwd+bwd", 2048): 1.3, ("fwd", 512): 1.1, ("fwd", 2048): 1.1}
+FORWARD_MEMORY_TARGET = 1.5
+
+
+def _attention_target(pass_: str, length: int, limit: dict[str, Any] | None) -> float | None:
+    target = ATTENTION_TARGETS.get((pass_, length))
+    if target is not None and pass_ == "fwd" and limit and limit["time_ratio"] > target:
+        target = limit["time_ratio"] + 0.05  # within 0.05 of a limit above the target
+    return target
+
+
+@table("attention-speed", *ATTENTION)
+def attention_speed(root: Path) -> str:
+    """The sdpa path with the RBF bias against SDPA without bias, both layouts."""
+    body = []
+    for path in ATTENTION:
+        data = read_json(root, path)
+        batch = data["config"]["batch"]
+        rows = {(r.get("layout", "bhld"), r["pass"], r["length"], r["variant"]): r
+                for r in data["rows"]}
+        for (layout, pass_, length, variant), r in sorted(
+                rows.items(), key=lambda kv: (kv[0][1] != "fwd+bwd", kv[0][2], kv[0][0])):
+            if variant != "sdpa + rbf":
+                continue
+            limit = rows.get((layout, pass_, length, LIMIT))
+            target = _attention_target(pass_, length, limit)
+            ratio = r["time_ratio"]
+            if target is None:
+                verdict = ""
+            elif ratio <= target:
+                verdict = f"<= {target:.2f}x: met"
+            else:
+                verdict = f"<= {target:.2f}x: missed by {ratio - target:.2f}x"
+            memory = r.get("memory_ratio")
+            mem = "" if memory is None else f"{memory:.2f}x"
+            if memory is not None and pass_ == "fwd":
+                met = "met" if memory <= FORWARD_MEMORY_TARGET else "missed"
+                mem += f" (<= {FORWARD_MEMORY_TARGET}x: {met})"
+            body.append([
+                pass_, length, batch, layout,
+                f"{ratio:.2f}x ({r['time_ratio_low']:.2f}-{r['time_ratio_high']:.2f})",
+                "" if limit is None else f"{limit['time_ratio']:.2f}x",
+                verdict, mem,
+            ])
+    columns = ["pass", "L", "B", "layout", "sdpa + rbf / SDPA: median of runs (range)",
+               "limit: constant mask", "target", "peak memory / SDPA"]
+    return markdown_table(columns, body, align="lrrlrrll")
+
+
+@table("attention-settings", *ATTENTION)
+def attention_settings(root: Path) -> str:
+    """How the attention figures were measured."""
+    rows = []
+    for path in ATTENTION:
+        data = read_json(root, path)
+        c, m = data["config"], data.get("provenance") or {}
+        rows.append([
+            f"`{Path(path).name}`",
+            f"B={c['batch']}, H={c['heads']}, D={c['head_dim']}",
+            f"{c['repeats']} x {c['runs']}",
+            f"{c['clock']}, {m.get('threads')}",
+            f"{m.get('cpu')} ({m.get('cpu_count')} cores), torch {m.get('torch')}",
+            f"`{(m.get('commit') or '')[:12]}`",
+        ])
+    columns = ["file", "shapes", "rounds x runs", "clock, threads", "machine", "commit"]
+    return markdown_table(columns, rows)

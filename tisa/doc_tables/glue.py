@@ -1,0 +1,180 @@
+"""Tables of GLUE with all-MiniLM-L6-v2: scores, paired differences, parity with the stock
+Trainer, the settings sweep, positional scale and word order."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from tisa.doc_tables.base import RESULTS, grouped, read_json, signed, table, x100
+from tisa.reports.markdown import markdown_table
+
+GLUE_SUMMARY = f"{RESULTS}/glue/summary/results.json"
+GLUE_TASKS = (("cola", "CoLA"), ("sst2", "SST-2"), ("mrpc", "MRPC"), ("stsb", "STS-B"),
+              ("rte", "RTE"))
+GLUE_VARIANTS = (
+    ("none", "`none`: the model as it is"),
+    ("keep", "`keep`: TISA added next to its table"),
+    ("converted", "converted: its table replaced by TISA (`tisa convert`)"),
+)
+
+
+def _summary_rows(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(r["task"], r["variant"]): r for r in read_json(root, GLUE_SUMMARY)["summary"]}
+
+
+@table(
+    "glue-scores",
+    GLUE_SUMMARY,
+    f"{RESULTS}/glue/protocol/**/*.json",
+    f"{RESULTS}/glue/protocol/**/*.csv",
+    f"{RESULTS}/glue/converted/**/*.json",
+    f"{RESULTS}/glue/converted/**/*.csv",
+    f"{RESULTS}/glue/summary/results.csv",
+)
+def glue_scores(root: Path) -> str:
+    """Median dev score over seeds of each variant on each task, and the 5-task average."""
+    rows = _summary_rows(root)
+    body = []
+    for variant, label in GLUE_VARIANTS:
+        glue = rows.get(("glue", variant))
+        if glue is None:
+            continue
+        p = glue["positional_parameters"]
+        body.append(
+            [f"{label} ({len(glue['seeds'])} seeds)",
+             f"{grouped(p['absolute'])} / {grouped(p['tisa'])}"]
+            + [x100(rows[(t, variant)]["score"]) if (t, variant) in rows else "n/a"
+               for t, _ in GLUE_TASKS]
+            + [x100(glue["score"])]
+        )
+    columns = ["variant", "positional params (absolute / TISA)", *(n for _, n in GLUE_TASKS),
+               "5-task average"]
+    return markdown_table(columns, body, align="lr" + "r" * (len(GLUE_TASKS) + 1))
+
+
+@table("glue-paired", GLUE_SUMMARY)
+def glue_paired(root: Path) -> str:
+    """Each variant minus `none`, paired by seed: mean difference with its t interval."""
+    rows = _summary_rows(root)
+    body = []
+    for variant, _ in GLUE_VARIANTS[1:]:
+        for task, name in (*GLUE_TASKS, ("glue", "5-task average")):
+            r = rows.get((task, variant))
+            if r is None or not r.get("paired"):
+                continue
+            q = r["paired"]
+            lo, hi = q["ci95"]
+            body.append([
+                variant, name, q["n"],
+                f"{signed(100 * q['mean_diff'])} [{signed(100 * lo)}, {signed(100 * hi)}]",
+                f"{q['wins']} / {q['losses']} / {q['ties']}",
+                f"{q['sign_test_p']:.3g}",
+                f"{100 * q['median_rer']:+.1f}%",
+            ])
+    columns = ["variant", "task", "pairs", "mean diff x 100 [t 95%]", "wins / losses / ties",
+               "sign test p", "median rel. error reduction"]
+    return markdown_table(columns, body, align="llrlrrr")
+
+
+@table("glue-parity", GLUE_SUMMARY, f"{RESULTS}/glue/stock/**/*.json")
+def glue_parity(root: Path) -> str:
+    """`none` against the stock Trainer: seed noise, and seed by seed."""
+    data = read_json(root, GLUE_SUMMARY)
+    body = []
+    for r in data["parity"]:
+        ref_sd = "" if r["reference_sd"] is None else f" ± {100 * r['reference_sd']:.1f}"
+        body.append([
+            r["task"], r["metric"],
+            f"{100 * r['mean']:.1f} ± {100 * r['sd']:.1f} ({r['seeds']})",
+            f"{100 * r['reference_mean']:.1f}{ref_sd} ({r['reference_seeds']})",
+            f"{100 * r['diff']:+.1f}", f"{100 * r['noise']:.1f}",
+            "yes" if r["within_noise"] else "no",
+        ])
+    seedwise = data.get("parity_seedwise") or []
+    same = sum(r["identical"] for r in seedwise)
+    largest = max((abs(r["diff"]) for r in seedwise), default=0.0)
+    body.append([
+        "seed by seed", f"{len(seedwise)} scores", "", "",
+        f"largest {largest:.1e}", "", f"{same} of {len(seedwise)} identical",
+    ])
+    columns = ["task", "metric", "tisa `none`: mean ± sd (seeds)",
+               "stock Trainer: mean ± sd (seeds)", "difference x 100", "2 s.e.",
+               "within seed noise"]
+    return markdown_table(columns, body, align="llllrrl")
+
+
+@table("glue-sweep", f"{RESULTS}/glue/sweep/*/results.json", f"{RESULTS}/glue/sweep/**/*.csv",
+        f"{RESULTS}/glue/sweep/*/settings.json", f"{RESULTS}/glue/sweep/*/runs/**/*.json")
+def glue_sweep(root: Path) -> str:
+    """TISA candidates on held-out training data: mean over seeds per task."""
+    folders = sorted((root / RESULTS / "glue/sweep").glob("*/results.json"))
+    order = {"none": 0}
+    body = []
+    base = None
+    for path in sorted(folders, key=lambda p: (order.get(p.parent.name, 1), p.parent.name)):
+        data = read_json(root, path.relative_to(root).as_posix())
+        scores: dict[str, list[float]] = {}
+        moved = []
+        for run in data["runs"]:
+            scores.setdefault(run["task"], []).append(run["score"])
+            if "amplitude" in (run.get("tisa_movement") or {}):
+                moved.append(run["tisa_movement"]["amplitude"])
+        tasks = sorted(scores)
+        means = [statistics.fmean(scores[t]) for t in tasks]
+        mean = statistics.fmean(means)
+        base = mean if base is None else base
+        amplitude = "-" if not moved else "{:.3f} -> {:.3f} ({:.3f}-{:.3f})".format(
+            statistics.fmean(m["mean_abs_start"] for m in moved),
+            statistics.fmean(m["mean_abs_now"] for m in moved),
+            min(m["mean_abs_now"] for m in moved), max(m["mean_abs_now"] for m in moved),
+        )
+        body.append([path.parent.name, *(x100(m) for m in means), x100(mean),
+                     signed(100 * (mean - base)), amplitude])
+    columns = ["candidate", *tasks, "mean", "vs none",
+               "mean abs. amplitude: start -> end (range over runs)"]
+    return markdown_table(columns, body, align="l" + "r" * (len(columns) - 1))
+
+
+@table("glue-scale", f"{RESULTS}/glue/scale/scale.json")
+def glue_scale(root: Path) -> str:
+    """MiniLM's own relative-position logit term against the one `keep` adds."""
+    data = read_json(root, f"{RESULTS}/glue/scale/scale.json")
+    body = [
+        [r["layer"], f"{r['model_std']:.3f}", f"{r['model_range']:.2f}", f"{r['model_ti']:.2f}",
+         f"{r['tisa_std']:.3f}", f"{r['tisa_range']:.2f}", f"{r['ratio_std']:.1f}x"]
+        for r in data["layers"]
+    ]
+    columns = ["layer", "MiniLM's term: std", "range", "TI", "`keep`'s TISA term: std",
+               "range", "ratio of std"]
+    return markdown_table(columns, body, align="r" * 7)
+
+
+@table("glue-word-order", f"{RESULTS}/glue/word_order/word_order.json")
+def glue_word_order(root: Path) -> str:
+    """Word-order sensitivity of the frozen models and the CoLA probe by layer."""
+    data = read_json(root, f"{RESULTS}/glue/word_order/word_order.json")
+    models = data["models"]
+    layers = [r["layer"] for r in models["original"]["probe"]]
+    best = max(models["original"]["probe"], key=lambda r: r["mcc"])["layer"]
+
+    def spread(s: dict[str, float]) -> str:
+        return f"{s['median']:.4f} [{s['q25']:.4f}, {s['q75']:.4f}]"
+
+    def probe(name: str, layer: int) -> float:
+        return next(r["mcc"] for r in models[name]["probe"] if r["layer"] == layer)
+
+    body = []
+    for name, m in models.items():
+        body.append([name, spread(m["order"]["swap"]), spread(m["order"]["shuffle"]),
+                     x100(probe(name, best), 1), x100(probe(name, layers[-1]), 1)])
+    for name, rows in (data.get("paired") or {}).items():
+        r = next(r for r in rows if r["layer"] == best)
+        lo, hi = r["interval95"]
+        body.append([f"{name} (paired, 95% bootstrap)", "", "",
+                     f"{100 * r['difference']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]", ""])
+    columns = ["frozen model", "1 - cos, two adjacent words swapped (median [quartiles])",
+               "all words shuffled", f"CoLA probe MCC, layer {best}",
+               f"layer {layers[-1]}"]
+    return markdown_table(columns, body, align="lrrrr")
