@@ -327,12 +327,12 @@ def test_pretrain_or_reuse_compares_bf16_as_trained(tiny_run):
 def test_tensorboard_logs_go_to_the_run_folder(tmp_path):
     """The Trainer's output_dir is the staging folder; TensorBoard still logs under runs/."""
     pytest.importorskip("tensorboard")
-    from tisa.pretrain.run import _tensorboard_callbacks
+    from tisa.pretrain.callbacks import tensorboard_callbacks
 
     config = PretrainConfig(output_dir=str(tmp_path), tensorboard=True)
-    (callback,) = _tensorboard_callbacks(config, tmp_path)
+    (callback,) = tensorboard_callbacks(config, tmp_path)
     assert Path(callback.logging_dir).parent == tmp_path / "runs"
-    assert _tensorboard_callbacks(dataclasses.replace(config, tensorboard=False), tmp_path) == []
+    assert tensorboard_callbacks(dataclasses.replace(config, tensorboard=False), tmp_path) == []
 
 
 # ----------------------------------------------------------------------------- options

@@ -22,6 +22,7 @@ from tisa.analysis.figures import (
     unit_scaled,
 )
 from tisa.analysis.null_tables import draws_text, model_nulls, null_table
+from tisa.analysis.report_text import NULL_TEXT, READING, SUMMARY_COLUMNS, summary_row, ti_means
 from tisa.analysis.training_report import format_z, ti_over_training_section
 from tisa.reports import charts, heatmaps
 from tisa.reports.figures import save_figure
@@ -33,98 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = ["write_analysis_report"]
 
-_NULL_TEXT = (
-    "Null baselines: the same figure with the position table replaced by random "
-    "directions of the same per-position norms ('random') and by its own rows in random "
-    "order ('shuffled'), pushed through the same model weights. z = (observed - null "
-    "mean) / null std; 'draws exceeded' is the share of null draws of both nulls below "
-    "the observed value. A figure that a table without order also reaches says nothing "
-    "about translation invariance."
-)
-
-_TI_TEXT = (
-    "Translation invariance TI(M) = 1 - ||M - T(M)||² / ||M - mean(M)||², where T(M) "
-    "replaces each entry by the mean of its diagonal (the best approximation of M by a "
-    "function of the offset k = j - i alone). TI is the share of M's variance that the "
-    "offset explains: 1 for a perfectly translation-invariant (Toeplitz) matrix, about "
-    "2/L for random noise of size L×L."
-)
-
-_READING = [
-    _TI_TEXT,
-    "Off-diagonal TI uses only the entries with j ≠ i. The diagonal of P Pᵀ holds the "
-    "squared norms of the positions, nearly equal for any table, so TI with it is high "
-    "for random tables too (about E / (E + L) for L random E-dimensional positions); the "
-    "off-diagonal TI is near 0 for them. It is the figure of translation invariance for "
-    "P Pᵀ, cos(P) and the attention probes (a token's attention to itself is large "
-    "whatever the order of the table). For F_P the diagonal is not special: F_P[i, i] = "
-    "p_i W_Q W_Kᵀ p_i is no norm (W_Q W_Kᵀ has rank at most the head size and mixed "
-    "signs), and both figures are shown to let the reader check that they agree.",
-    _NULL_TEXT,
-    "P is the table of absolute position embeddings (one row per position). P Pᵀ and "
-    "cos(P) compare every pair of positions. F_P = P~ W_Q W_Kᵀ P~ᵀ / √d_h is the part of a "
-    "layer-1 attention logit that depends on the two positions only, per head; 'raw' uses "
-    "P itself, 'LN' uses P after the embedding LayerNorm (as it reaches layer 1).",
-    "The attention probes average every layer's and head's attention over inputs where "
-    "only position varies (one token repeated) and over real sentences (Penn Treebank). "
-    "Locality (Chen et al., 2023) is mean_i Σ_j A[i,j]·2^-|j-i| (1 = each token attends "
-    "to itself only); symmetry is 1 - Σ|A[i,i-d] - A[i,i+d]| / Σ(A[i,i-d] + A[i,i+d]) "
-    "(1 = left and right neighbours weighted equally, 0 = one-sided).",
-    "TISA models replace or complement position embeddings with a learned function "
-    "f_h(j - i) per head: their positional bias is Toeplitz by construction, TI = 1.",
-]
-
-_SUMMARY_COLUMNS = [
-    "Model",
-    "Layers × heads",
-    "Positions",
-    "TI P Pᵀ",
-    "TI P Pᵀ off-diag.",
-    "TI cos(P) off-diag.",
-    "TI F_P raw",
-    "TI F_P LN",
-    "Probe TI off-diag. repeated",
-    "Probe TI off-diag. sentences",
-    "Locality (sent.)",
-    "Symmetry (sent.)",
-    "TISA bias TI (min)",
-]
-
-
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower() or "model"
-
-
-def _probe_mean(m: ModelAnalysis, probe: str, metric: str) -> float | None:
-    if m.probes is None or probe not in m.probes:
-        return None
-    return float(getattr(m.probes[probe], metric).mean())
-
-
-def _ti_means(m: ModelAnalysis) -> dict[str, float | None]:
-    """The headline TI figures of one model (:meth:`ModelAnalysis.headline`) by label, None
-    where a figure another model has was not measured."""
-    return {f"TI {h.label}": h.value for h in m.headline()}
-
-
-def _summary_row(m: ModelAnalysis) -> list[Any]:
-    layers, heads = m.info.get("num_layers"), m.info.get("num_heads")
-    pe, l1 = m.position_embeddings, m.layer1
-    return [
-        m.name,
-        f"{layers} × {heads}" if layers and heads else None,
-        None if pe is None else pe.length,
-        None if pe is None else pe.ti_gram,
-        None if pe is None else pe.ti_gram_offdiag,
-        None if pe is None else pe.ti_cosine_offdiag,
-        None if l1 is None else l1.raw.ti_mean,
-        None if l1 is None else l1.ln.ti_mean,
-        _probe_mean(m, "repeated", "ti_offdiag"),
-        _probe_mean(m, "sentences", "ti_offdiag"),
-        _probe_mean(m, "sentences", "locality"),
-        _probe_mean(m, "sentences", "symmetry"),
-        None if m.tisa is None else m.tisa.ti_min,
-    ]
 
 
 class _Report:
@@ -143,7 +54,7 @@ class _Report:
 
     def comparison(self, models: tuple[ModelAnalysis, ...]) -> Section:
         groups = [m.name for m in models]
-        means = [_ti_means(m) for m in models]
+        means = [ti_means(m) for m in models]
         labels = list(dict.fromkeys(k for row in means for k in row))
         values = {k: [row.get(k) for row in means] for k in labels}
         values = {k: v for k, v in values.items() if any(x is not None for x in v)}
@@ -221,7 +132,7 @@ class _Report:
                 f"A table of random directions with the same norms scores {on.random.mean:.3f} "
                 f"with the diagonal (against {on.observed:.3f}) but {off.random.mean:.3f} "
                 f"without it (against {off.observed:.3f}); with the rows shuffled, "
-                f"{on.shuffled.mean:.3f} and {off.shuffled.mean:.3f}. " + _NULL_TEXT
+                f"{on.shuffled.mean:.3f} and {off.shuffled.mean:.3f}. " + NULL_TEXT
             )
             tables.append(
                 null_table(
@@ -544,7 +455,7 @@ def write_analysis_report(result: AnalysisResult, out_dir: str | Path) -> list[P
     out_dir = Path(out_dir)
     rep = _Report(out_dir)
     models = result.models
-    sections = [Section("How to read this report", paragraphs=_READING)]
+    sections = [Section("How to read this report", paragraphs=READING)]
     if len(models) > 1:
         sections.append(rep.comparison(models))
     sections += [rep.model(m) for m in models]
@@ -553,7 +464,7 @@ def write_analysis_report(result: AnalysisResult, out_dir: str | Path) -> list[P
         sections.append(ti_over_training_section(result.training, png=png))
         rep.written.append(png)
     sections.append(rep.settings(result))
-    summaries = [Table(_SUMMARY_COLUMNS, [_summary_row(m) for m in models], shade=range(3, 13))]
+    summaries = [Table(SUMMARY_COLUMNS, [summary_row(m) for m in models], shade=range(3, 13))]
     null_rows = [
         (label if len(models) == 1 else f"{m.name}: {label}", b)
         for m in models
@@ -573,7 +484,7 @@ def write_analysis_report(result: AnalysisResult, out_dir: str | Path) -> list[P
             "Off-diag.: over the entries j ≠ i only (the figure to read for P Pᵀ, cos(P) and "
             "the probes). F_P columns: mean over layer-1 heads. Probe columns: mean over "
             "all layers and heads of the averaged attention. – = not applicable.",
-            _NULL_TEXT,
+            NULL_TEXT,
         ],
         footer="Written by tisa analyze. Definitions and choices: docs/analysis.md.",
     )

@@ -41,6 +41,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from tisa.files import append_jsonl, read_jsonl, write_atomic
+from tisa.pretrain.config import PretrainConfig
 
 __all__ = [
     "METRIC_COLUMNS",
@@ -49,6 +50,7 @@ __all__ = [
     "TranslationInvarianceCallback",
     "elapsed_before",
     "latest_eval_loss",
+    "tensorboard_callbacks",
     "truncate_after",
 ]
 
@@ -259,3 +261,29 @@ class TranslationInvarianceCallback(TrainerCallback):
             **values,
         }
         append_jsonl(self.run_dir / "ti.jsonl", row)
+
+
+def _tensorboard_wanted(flag: bool | None) -> bool:
+    if flag is False:
+        return False
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        if flag:
+            raise ValueError("tensorboard=True but the tensorboard package is not installed")
+        return False
+    return True
+
+
+def tensorboard_callbacks(config: PretrainConfig, run: Path) -> list[Any]:
+    """TensorBoard logging into ``<run>/runs/<date>_<host>`` (the Trainer's own default
+    would follow ``output_dir``, which is the staging folder)."""
+    if not _tensorboard_wanted(config.tensorboard):
+        return []
+    from transformers.integrations import TensorBoardCallback
+    from transformers.integrations.integration_utils import default_logdir
+
+    callback = TensorBoardCallback()
+    if callback.logging_dir is None:  # TENSORBOARD_LOGGING_DIR, when set, wins
+        callback.logging_dir = str(run / default_logdir())
+    return [callback]

@@ -53,11 +53,7 @@ from typing import Any
 from tisa._validate import check_output_dir
 from tisa.checkpoints import (
     AtomicCheckpoints,
-    check_checkpoint,
     clear_run,
-    latest_checkpoint,
-    list_checkpoints,
-    marker_complete,
     run_status,
     staging_folder,
     trainer_step,
@@ -85,9 +81,16 @@ from tisa.pretrain.callbacks import (
     MetricsCallback,
     TranslationInvarianceCallback,
     elapsed_before,
+    tensorboard_callbacks,
     truncate_after,
 )
-from tisa.pretrain.config import RESUME_KEYS, PretrainConfig
+from tisa.pretrain.config import PretrainConfig
+from tisa.pretrain.run_folder import (
+    RUN_FILES,
+    check_resume_settings,
+    finished_step,
+    resume_point,
+)
 from tisa.pretrain.schemes import scoring_family
 
 __all__ = ["PretrainConfig", "TIMeasure", "pretrain", "pretrain_or_reuse"]
@@ -98,95 +101,6 @@ TIMeasure = Callable[..., dict[str, Any] | None]
 
 
 logger = logging.getLogger(__name__)
-
-#: Artefacts of a run that --overwrite removes (nothing else in the folder is touched).
-_RUN_FILES = (
-    "pretrain_config.json",
-    "tokenizer",
-    "model",
-    "metrics.jsonl",
-    "metrics.csv",
-    "ti.jsonl",
-    "results.json",
-    "runs",
-)
-
-
-# ----------------------------------------------------------------------------- run folder
-
-
-def _holds_run(run: Path) -> bool:
-    return (run / "pretrain_config.json").exists() or bool(list_checkpoints(run))
-
-
-def _resume_point(config: PretrainConfig, run: Path) -> Path | None:
-    """Checks the run folder against the config; the checkpoint to resume from (or None)."""
-    if config.resume is False:
-        if _holds_run(run) and not config.overwrite:
-            raise ValueError(
-                f"output_dir {str(run)!r} already holds a run; pass --resume to continue it "
-                "or --overwrite to start over"
-            )
-        return None
-    _check_resume_settings(config, run)
-    if isinstance(config.resume, str):
-        return check_checkpoint(config.resume, "resume")  # names a missing or damaged file
-    found = latest_checkpoint(run)  # the newest complete one; damaged ones are named
-    if found is None:
-        logger.warning("resume: no complete checkpoint in %s; starting from scratch", run)
-    return found
-
-
-def _check_resume_settings(config: PretrainConfig, run: Path) -> None:
-    """Refuses to resume a run started with other settings of :data:`RESUME_KEYS`."""
-    saved = run / "pretrain_config.json"
-    if saved.is_file():
-        previous = json.loads(saved.read_text()).get("config", {})
-        current = config.to_dict()  # the JSON form, as saved
-        changed = [
-            f"{k}: {previous.get(k)!r} -> {current[k]!r}"
-            for k in RESUME_KEYS
-            if k in previous and previous[k] != current[k]
-        ]
-        if changed:
-            raise ValueError(
-                "resume: the run was started with other settings (" + "; ".join(changed) + ")"
-            )
-
-
-def _finished_step(run: Path) -> int | None:
-    """The step a finished run in ``run`` ended at (its results.json), else None."""
-    if not marker_complete(run / "results.json") or not (run / "model").is_dir():
-        return None
-    step = json.loads((run / "results.json").read_text()).get("step")
-    return step if isinstance(step, int) else None
-
-
-def _tensorboard_wanted(flag: bool | None) -> bool:
-    if flag is False:
-        return False
-    try:
-        import tensorboard  # noqa: F401
-    except ImportError:
-        if flag:
-            raise ValueError("tensorboard=True but the tensorboard package is not installed")
-        return False
-    return True
-
-
-def _tensorboard_callbacks(config: PretrainConfig, run: Path) -> list[Any]:
-    """TensorBoard logging into ``<run>/runs/<date>_<host>`` (the Trainer's own default
-    would follow ``output_dir``, which is the staging folder)."""
-    if not _tensorboard_wanted(config.tensorboard):
-        return []
-    from transformers.integrations import TensorBoardCallback
-    from transformers.integrations.integration_utils import default_logdir
-
-    callback = TensorBoardCallback()
-    if callback.logging_dir is None:  # TENSORBOARD_LOGGING_DIR, when set, wins
-        callback.logging_dir = str(run / default_logdir())
-    return [callback]
-
 
 def _training_arguments(config: PretrainConfig, run: Path):
     import torch
@@ -223,7 +137,7 @@ def _training_arguments(config: PretrainConfig, run: Path):
         dataloader_pin_memory=torch.cuda.is_available(),
         bf16=bf16,
         disable_tqdm=not config.progress,
-        report_to="none",  # TensorBoard: _tensorboard_callbacks
+        report_to="none",  # TensorBoard: tensorboard_callbacks
         # Without GPUs, data parallelism (gloo) and bf16 autocast need the Trainer's CPU
         # mode; without it the processes would train side by side without synchronising.
         use_cpu=(distributed or bf16) and not torch.cuda.is_available(),
@@ -329,9 +243,9 @@ def _pretrain(
     from transformers import TrainerState, set_seed
 
     run = check_output_dir(config.output_dir, "output_dir")
-    done = _finished_step(run) if config.resume is True else None
+    done = finished_step(run) if config.resume is True else None
     if done is not None and done >= config.max_steps:
-        _check_resume_settings(config, run)
+        check_resume_settings(config, run)
         logger.warning(
             "resume: %s holds a finished run (step %d, max_steps %d); nothing to do",
             run,
@@ -339,7 +253,7 @@ def _pretrain(
             config.max_steps,
         )
         return run
-    checkpoint = _resume_point(config, run)  # read-only: every process checks the same
+    checkpoint = resume_point(config, run)  # read-only: every process checks the same
     if checkpoint is not None and trainer_step(checkpoint) > config.max_steps:
         raise ValueError(
             f"max_steps: {checkpoint} is at step {trainer_step(checkpoint)}, beyond "
@@ -350,7 +264,7 @@ def _pretrain(
         if args.process_index == 0:
             lock.acquire()
             if config.overwrite and run.is_dir():
-                clear_run(run, _RUN_FILES)
+                clear_run(run, RUN_FILES)
             run.mkdir(parents=True, exist_ok=True)
             shutil.rmtree(staging_folder(run), ignore_errors=True)  # remains of a crash
             if config.resume is not False:
@@ -447,7 +361,7 @@ def _pretrain(
         AtomicCheckpoints(run),
         EpochCallback(train_data),
         MetricsCallback(run, tokens_per_step),
-        *_tensorboard_callbacks(config, run),
+        *tensorboard_callbacks(config, run),
     ]
     if facts["absolute_positions"] and ti_measure is not None:
         trainer_callbacks.append(
