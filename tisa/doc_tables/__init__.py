@@ -26,7 +26,16 @@ from collections.abc import Iterable
 from pathlib import Path
 
 # each module registers its tables in TABLES when imported
-from tisa.doc_tables import analysis, bench, convert, demo, glue, package, pretrain
+from tisa.doc_tables import (
+    analysis,
+    bench,
+    convert,
+    demo,
+    glue,
+    longeval,
+    package,
+    pretrain,
+)
 from tisa.doc_tables.base import MARKER, RESULTS, ROOT, TABLES, DocTable
 from tisa.doc_tables.glue import GLUE_SUMMARY
 
@@ -46,7 +55,7 @@ __all__ = [
     "update",
 ]
 
-_MODULES = (analysis, bench, convert, demo, glue, package, pretrain)
+_MODULES = (analysis, bench, convert, demo, glue, longeval, package, pretrain)
 # the pages that hold generated tables
 PAGES = ("README.md", "docs/*.md")
 # the raw files every one of which some table must read

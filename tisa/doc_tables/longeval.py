@@ -1,0 +1,91 @@
+"""Tables of `tisa longeval`: accuracy, paired comparisons and cost against length."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from tisa.doc_tables.base import RESULTS, grouped, read_json, table, x100
+from tisa.reports.markdown import markdown_table
+
+LONGEVAL = f"{RESULTS}/longeval/results.json"
+
+
+def _who(model: str, strategy: str, models: list[dict[str, Any]]) -> str:
+    """A row label: the strategy of the original, or "converted (TISA)"."""
+    facts = next((m for m in models if m["name"] == model), {})
+    return "converted (TISA), whole document" if facts.get("tisa") else f"original, {strategy}"
+
+
+@table("longeval-accuracy", LONGEVAL)
+def longeval_accuracy(root: Path) -> str:
+    """Acc@1 per task, model / strategy and length, over depths and seeds."""
+    r = read_json(root, LONGEVAL)
+    lengths = r["settings"]["lengths"]
+    acc = {(s["task"], s["model"], s["strategy"], s["length"]): s["acc1"] for s in r["summary"]}
+    rows = []
+    for task in r["settings"]["tasks"]:
+        pairs = dict.fromkeys((m, st) for (t, m, st, _) in acc if t == task)
+        for model, strategy in pairs:
+            rows.append([task, _who(model, strategy, r["models"]),
+                         *[x100(acc.get((task, model, strategy, n)), 1) for n in lengths]])
+    columns = ["task", "model, strategy", *[f"{n:,}" for n in lengths]]
+    return markdown_table(columns, rows, align="ll" + "r" * len(lengths))
+
+
+@table("longeval-comparisons", LONGEVAL)
+def longeval_comparisons(root: Path) -> str:
+    """The converted model minus the best alternative per task and length (alternatives
+    that tie for best, as every strategy does within the table, share one row)."""
+    r = read_json(root, LONGEVAL)
+    tasks = r["settings"]["tasks"]
+    best: dict[tuple, list[dict[str, Any]]] = {}
+    for c in r["comparisons"]:
+        if c["best"]:
+            best.setdefault((tasks.index(c["task"]), c["length"]), []).append(c)
+    rows = []
+    for key in sorted(best):
+        c, names = best[key][0], " = ".join(sorted(x["against_strategy"] for x in best[key]))
+        if c["p_holm"] < 0.05:
+            verdict = "converted ahead" if c["mean"] > 0 else "converted behind"
+        else:
+            verdict = "no difference shown"
+        rows.append([
+            c["task"], grouped(c["length"]), names,
+            x100(c["acc1"], 1), x100(c["against_acc1"], 1),
+            f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
+            f"{c['p_holm']:.2g}", verdict,
+        ])
+    columns = ["task", "length", "best alternative", "converted Acc@1", "its Acc@1",
+               "difference, 95% interval", "p (Holm)", "reading"]
+    return markdown_table(columns, rows, align="lrlrrrrl")
+
+
+@table("longeval-cost", LONGEVAL)
+def longeval_cost(root: Path) -> str:
+    """Seconds and peak memory per document, per strategy and length, and the run."""
+    r = read_json(root, LONGEVAL)
+    lengths = r["settings"]["lengths"]
+    cost = {(s["model"], s["strategy"], s["length"]): [] for s in r["summary"]}
+    for s in r["summary"]:
+        cost[(s["model"], s["strategy"], s["length"])].append(s)
+    rows = []
+    for model, strategy in dict.fromkeys((m, st) for (m, st, _) in cost):
+        cells = []
+        for n in lengths:
+            got = cost.get((model, strategy, n), [])
+            secs = [g["seconds_per_document"] for g in got]
+            mem = [g["peak_memory_mb"] for g in got if g["peak_memory_mb"] is not None]
+            cells.append("n/a" if not secs else
+                         f"{1000 * statistics.mean(secs):.0f} ms"
+                         + (f", {statistics.mean(mem):.0f} MiB" if mem else ""))
+        rows.append([_who(model, strategy, r["models"]), *cells])
+    prov, st = r["provenance"], r["settings"]
+    columns = ["model, strategy", *[f"{n:,}" for n in lengths]]
+    note = (f"\n\n{st['candidates']} documents a cell, depths "
+            f"{', '.join(f'{d:g}' for d in st['depths'])}, seeds "
+            f"{', '.join(map(str, st['seeds']))}; {prov.get('threads')} threads on "
+            f"{prov.get('cpu')} ({prov.get('cpu_count')} cores), torch {prov.get('torch')}, "
+            f"commit `{(prov.get('commit') or '')[:12]}`; `{prov.get('command')}`\n")
+    return markdown_table(columns, rows, align="l" + "r" * len(lengths)) + note
