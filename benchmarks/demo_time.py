@@ -90,11 +90,23 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 wall = time.perf_counter() - start
             demo = json.loads((Path(tmp) / "demo" / "demo.json").read_text())
-            args.output.mkdir(parents=True, exist_ok=True)
             if not args.busy:  # the figures of the last run, its temporary folder unnamed
+                args.output.mkdir(parents=True, exist_ok=True)
                 text = (Path(tmp) / "demo" / "demo.json").read_text()
                 (args.output / "demo.json").write_text(text.replace(tmp, "$TMPDIR"))
-        runs.append({"wall_s": round(wall, 1), "load_before": load, "stages_s": demo["stages_s"]})
+        ti = demo.get("ti_over_training") or {}
+        offdiag = ti.get("ti_gram_offdiag") or [None]
+        nulls = ((ti.get("nulls") or {}).get("ti_gram_offdiag") or [None])[-1]
+        runs.append({
+            "wall_s": round(wall, 1),
+            "load_before": load,
+            "stages_s": demo["stages_s"],
+            # how far this run's TI over training rose (it varies from run to run)
+            "ti_offdiag_first_last": [offdiag[0], offdiag[-1]],
+            "ti_offdiag_last_null_z": None if nulls is None else min(
+                nulls["random"]["z"], nulls["shuffled"]["z"]
+            ),
+        })
         write_timing(path, runs, busy_processes=args.busy)
         print(f"run {len(runs)}: {wall:.0f} s (load before {load})", flush=True)
     return 0

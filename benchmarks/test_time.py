@@ -28,6 +28,7 @@ from tisa.timing import (
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="test runs in all (default 3)")
@@ -56,7 +57,6 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         outcome = parse_pytest_output(done.stdout)
         runs.append({"wall_s": round(wall, 1), "load_before": load, **outcome})
-        args.output.mkdir(parents=True, exist_ok=True)
         write_timing(path, runs, command="python -m pytest")
         print(f"run {len(runs)}: {wall:.0f} s (load before {load})", flush=True)
     return 0

@@ -49,7 +49,7 @@ def read_runs(path: Path) -> list[dict[str, Any]]:
 
 def write_timing(path: Path, runs: list[dict[str, Any]], **fields: Any) -> Path:
     """Writes ``runs`` (each with ``wall_s``), ``fields``, the median, minimum and maximum
-    wall clock and the provenance to ``path``, atomically."""
+    wall clock and the provenance to ``path`` (its folder made if needed; atomically)."""
     walls = [r["wall_s"] for r in runs]
     return write_json(path, {
         **fields,

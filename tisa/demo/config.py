@@ -23,9 +23,10 @@ DEMO_BENCH_VARIANTS: tuple[str, ...] = (
 TI_NULL_DRAWS = 8
 
 #: Learning rate of the tiny run of that section: at the default 5e-4 its positions
-#: barely move in a demo's number of steps. With fresh tokenizers and seed 0, 600 steps at
-#: 3e-3 took the off-diagonal TI to 0.10-0.15 (about three times its nulls) in each of
-#: three runs; 300 steps left it at its nulls in all three.
+#: barely move in a demo's number of steps. With 600 steps (``DemoConfig.ti_steps``) its
+#: table leaves its nulls within the demo's budget; with 300 it often did not, and how far
+#: it rises varies from run to run (the tokenizer a fresh cache trains differs in a few
+#: rare pieces). ``benchmarks/demo_time.py`` records the final figure of every timed run.
 TI_LEARNING_RATE = 3e-3
 
 

@@ -36,28 +36,31 @@ def longeval_accuracy(root: Path) -> str:
 
 @table("longeval-comparisons", LONGEVAL)
 def longeval_comparisons(root: Path) -> str:
-    """The converted model minus the best alternative per task and length (alternatives
-    that tie for best, as every strategy does within the table, share one row)."""
+    """The converted model minus each alternative per task and length, the best one
+    marked; alternatives with the same scores on every cell (every strategy within the
+    table) share one row."""
     r = read_json(root, LONGEVAL)
     tasks = r["settings"]["tasks"]
-    best: dict[tuple, list[dict[str, Any]]] = {}
+    rows_by: dict[tuple, list[dict[str, Any]]] = {}
     for c in r["comparisons"]:
-        if c["best"]:
-            best.setdefault((tasks.index(c["task"]), c["length"]), []).append(c)
+        same = (tasks.index(c["task"]), c["length"], -c["against_acc1"], c["mean"], c["low"])
+        rows_by.setdefault(same, []).append(c)
     rows = []
-    for key in sorted(best):
-        c, names = best[key][0], " = ".join(sorted(x["against_strategy"] for x in best[key]))
+    for key in sorted(rows_by):
+        group = rows_by[key]
+        c = group[0]
+        names = " = ".join(sorted(x["against_strategy"] for x in group))
         if c["p_holm"] < 0.05:
             verdict = "converted ahead" if c["mean"] > 0 else "converted behind"
         else:
             verdict = "no difference shown"
         rows.append([
-            c["task"], grouped(c["length"]), names,
+            c["task"], grouped(c["length"]), names + (" (best)" if c["best"] else ""),
             x100(c["acc1"], 1), x100(c["against_acc1"], 1),
             f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
             f"{c['p_holm']:.2g}", verdict,
         ])
-    columns = ["task", "length", "best alternative", "converted Acc@1", "its Acc@1",
+    columns = ["task", "length", "alternative", "converted Acc@1", "its Acc@1",
                "difference, 95% interval", "p (Holm)", "reading"]
     return markdown_table(columns, rows, align="lrlrrrrl")
 
@@ -67,9 +70,9 @@ def longeval_cost(root: Path) -> str:
     """Seconds and peak memory per document, per strategy and length, and the run."""
     r = read_json(root, LONGEVAL)
     lengths = r["settings"]["lengths"]
-    cost = {(s["model"], s["strategy"], s["length"]): [] for s in r["summary"]}
+    cost: dict[tuple, list[dict[str, Any]]] = {}  # one summary row per task
     for s in r["summary"]:
-        cost[(s["model"], s["strategy"], s["length"])].append(s)
+        cost.setdefault((s["model"], s["strategy"], s["length"]), []).append(s)
     rows = []
     for model, strategy in dict.fromkeys((m, st) for (m, st, _) in cost):
         cells = []
