@@ -14,7 +14,9 @@ among them the TI over training) is kept beside it.
 
 measures the same while other CPU-bound work shares the machine: ``--busy N`` starts N
 processes that multiply matrices on one thread each for the whole of every run, and
-writes ``timing-busy.json``. On a 2-core machine ``--busy 1`` takes one of the cores.
+writes ``timing-busy.json``. On a 2-core machine ``--busy 1`` takes one of the cores, and
+the demo, which counts the cores other work leaves free when it starts, runs torch on the
+other one; each run's thread count is recorded.
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             "wall_s": round(wall, 1),
             "load_before": load,
             "stages_s": demo["stages_s"],
+            # the demo uses the cores other work leaves free (tisa.cores)
+            "threads": (demo.get("provenance") or {}).get("threads"),
             # how far this run's TI over training rose (it varies from run to run)
             "ti_offdiag_first_last": [offdiag[0], offdiag[-1]],
             "ti_offdiag_last_null_z": None if nulls is None else min(

@@ -45,6 +45,9 @@ class DemoConfig:
             is measured at every checkpoint (0 skips it).
         analysis_nulls: compute the null baselines of the MiniLM analysis (tisa
             analyze's default draws; they are most of that section's time).
+        threads: torch CPU threads (default: the cores that other work leaves free when
+            the demo starts; a thread that shares its core with another job holds the
+            others back).
     """
 
     output_dir: str = "runs/demo"
@@ -54,6 +57,7 @@ class DemoConfig:
     convert_steps: int = 8
     ti_steps: int = 600
     analysis_nulls: bool = True
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if not str(self.output_dir):
@@ -61,5 +65,6 @@ class DemoConfig:
         object.__setattr__(self, "output_dir", str(self.output_dir))
         for name in ("seed", "pretrain_steps", "glue_steps", "convert_steps", "ti_steps"):
             check_int(getattr(self, name), name, minimum=0)
+        check_int(self.threads, "threads", optional=True)
         if not isinstance(self.analysis_nulls, bool):
             raise ValueError(f"analysis_nulls must be True or False, got {self.analysis_nulls!r}")

@@ -7,7 +7,10 @@ import dataclasses
 import time
 from pathlib import Path
 
+import torch
+
 from tisa._validate import check_output_dir
+from tisa.cores import choose_threads
 from tisa.demo.config import DemoConfig
 from tisa.demo.sections import (
     analysis_section,
@@ -37,7 +40,14 @@ def run_demo(config: DemoConfig = DemoConfig()) -> Path:
     out = check_output_dir(config.output_dir, "output_dir")
     with RunLock(out) as lock:  # two demos into one folder would share its runs
         lock.acquire()
-        return _run_demo(config, out)
+        threads, reason = choose_threads(config.threads)
+        print(f"tisa demo: torch on {reason}", flush=True)
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return _run_demo(config, out)
+        finally:
+            torch.set_num_threads(before)
 
 
 def _run_demo(config: DemoConfig, out: Path) -> Path:

@@ -32,6 +32,7 @@ def demo_time(root: Path) -> str:
         if label is None:
             label = f"beside {busy} one-thread CPU-bound job{'s' if busy != 1 else ''}"
         loads = [r["load_before"] for r in runs if r.get("load_before") is not None]
+        threads = sorted({r["threads"] for r in runs if r.get("threads") is not None})
         if idle is None:
             idle = data["median_s"]
             ratio = "1.00x"
@@ -40,11 +41,12 @@ def demo_time(root: Path) -> str:
         body.append([
             label, len(runs), _mmss(data["median_s"]),
             f"{_mmss(data['min_s'])} - {_mmss(data['max_s'])}", ratio,
+            ", ".join(map(str, threads)) or "not recorded",
             f"{max(loads):.2f}" if loads else "n/a", f"{m.get('cpu_count')} cores, {m.get('cpu')}",
         ])
     columns = ["machine shared", "fresh runs", "median", "range", "of the idle median",
-               "highest load before a run", "machine"]
-    return markdown_table(columns, body, align="lrrrrrl")
+               "torch threads", "highest load before a run", "machine"]
+    return markdown_table(columns, body, align="lrrrrrrl")
 
 
 TEST_TIMING = f"{RESULTS}/tests/timing.json"
