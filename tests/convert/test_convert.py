@@ -66,6 +66,8 @@ def test_writes_a_model_that_reloads_and_runs_beyond_the_table(converted, tiny_b
     assert html.count("data:image/png;base64,") == 3
     reloaded = AutoModel.from_pretrained(result.model_dir).eval()
     assert tisa.hf.is_tisa(reloaded)
+    # log-n scaling past the longest distillation length (64 here: "auto")
+    assert reloaded.config.tisa["length_scale"] == 64 == m["settings"]["distill"]["max_length"]
     ids = torch.randint(5, 60, (1, 200))  # 200 tokens, the original stops at 64
     with torch.no_grad():
         hidden = reloaded(input_ids=ids).last_hidden_state
@@ -171,6 +173,13 @@ def test_command_line_defaults_are_the_configs():
     assert custom.distill == DistillSettings(steps=7, train="scoring")
     with pytest.raises(ValueError, match="fold_positions: expected an integer or 'none'"):
         parsed("m", "--fold-positions", "many")
+    assert parsed("m").length_scale == "auto"
+    assert parsed("m", "--length-scale", "none").length_scale is None
+    assert parsed("m", "--length-scale", "1024").length_scale == 1024
+    for bad, message in (("long", "expected a number of tokens, 'auto' or 'none'"),
+                         ("1", "length_scale must be an integer >= 2")):
+        with pytest.raises(ValueError, match=message):
+            parsed("m", "--length-scale", bad)
 
 
 def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts, tmp_path):

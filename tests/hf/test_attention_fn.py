@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
 import tisa.hf as th
+from tisa.hf.attention_fn import keys_seen, length_factor
 
 
 def _bert(dropout: float):
@@ -36,3 +39,65 @@ def test_tisa_flex_refuses_attention_dropout_in_train_mode():
     with torch.no_grad():
         a, b = model(input_ids=ids).logits, model(input_ids=ids).logits
     assert not torch.allclose(a, b)
+
+
+# ------------------------------------------------------------------- log-n scaling
+
+
+def test_keys_seen_counts_visible_keys_in_every_mask_form():
+    keep = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)[:, None, None, :]
+    assert keys_seen(keep, False, 5, 5).flatten().tolist() == [3, 5]
+    additive = torch.zeros(keep.shape).masked_fill(~keep, torch.finfo(torch.float32).min)
+    assert keys_seen(additive, False, 5, 5).flatten().tolist() == [3, 5]
+    assert keys_seen(None, False, 2, 6).flatten().tolist() == [6, 6]
+    # causal: the last Lq of Lk positions, query i seeing keys 0..i
+    assert keys_seen(None, True, 3, 6).flatten().tolist() == [4, 5, 6]
+    factor = length_factor(torch.tensor([0.0, 1.0, 8.0, 64.0]), 8)
+    torch.testing.assert_close(factor, torch.tensor([1.0, 1.0, 1.0, 2.0]))
+
+
+def _scaled_pair(length_scale):
+    plain, scaled = _bert(0.0).eval(), _bert(0.0).eval()
+    scaled.config.tisa["length_scale"] = length_scale
+    for model in (plain, scaled):  # sharper attention than a random start's, so it shows
+        with torch.no_grad():
+            model.bert.encoder.layer[0].attention.self.key.weight.mul_(100)
+    return plain, scaled
+
+
+def test_length_scale_leaves_short_inputs_alone_and_scales_the_logits_of_long_ones():
+    """Up to N keys nothing changes; beyond, the model equals one whose queries are
+    multiplied by log n / log N (here with padding: n is each example's own length)."""
+    plain, scaled = _scaled_pair(4)
+    ids = torch.randint(3, 50, (2, 9))
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[0, 3:] = 0  # 3 real tokens: at most N, unscaled; the second has 9
+    with torch.no_grad():
+        short = scaled.bert(input_ids=ids[:, :4]).last_hidden_state
+        torch.testing.assert_close(short, plain.bert(input_ids=ids[:, :4]).last_hidden_state)
+        out = scaled.bert(input_ids=ids, attention_mask=mask).last_hidden_state
+        base = plain.bert(input_ids=ids, attention_mask=mask).last_hidden_state
+    torch.testing.assert_close(out[0, :3], base[0, :3])  # only 3 keys seen: factor 1
+    assert (out[1] - base[1]).abs().max() > 1e-4
+    # the same as scaling the query projection by log 9 / log 4 for the long example
+    query = plain.bert.encoder.layer[0].attention.self.query
+    with torch.no_grad():
+        query.weight.mul_(math.log(9) / math.log(4))
+        query.bias.mul_(math.log(9) / math.log(4))
+        expected = plain.bert(input_ids=ids[1:], attention_mask=mask[1:]).last_hidden_state
+    torch.testing.assert_close(out[1:], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_length_scale_is_saved_checked_and_set_by_add_tisa(tmp_path):
+    from transformers import AutoModelForMaskedLM
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=20, max_position_embeddings=16)
+    model = th.add_tisa(BertForMaskedLM(config), position_embeddings="remove", length_scale=8)
+    assert model.config.tisa["length_scale"] == 8
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForMaskedLM.from_pretrained(tmp_path)
+    assert loaded.config.tisa["length_scale"] == 8
+    for bad in (1, 2.5, True, "512"):
+        with pytest.raises(ValueError, match="length_scale must be None or a whole number"):
+            th.TisaSettings(length_scale=bad)

@@ -11,7 +11,7 @@ import torch
 from tisa.cli import main
 from tisa.longeval.config import LongEvalConfig
 from tisa.longeval.results import CSV_COLUMNS, compare, retrieval_scores
-from tisa.longeval.run import _cell_key, _read_cell, cell_path, longeval
+from tisa.longeval.run import _cell_key, _read_cell, cell_path, load_encoder, longeval
 
 SMALL = dict(
     lengths=(96, 128),
@@ -158,11 +158,36 @@ def test_a_rerun_skips_finished_cells(tiny_bert, tmp_path, monkeypatch):
     assert again.computed == 1
     kept = [c for c in again.results["cells"] if c["length"] == 128 and c["depth"] == 1.0]
     assert kept[0]["acc1"] == 0.123
-    # a cell saved with other settings is not taken for this one
+    # a cell saved with other settings, or of another model in the same folder, is not
+    # taken for this one
     other = LongEvalConfig(**{**config.__dict__, "candidates": 4})
     where = dict(model=tiny_bert, strategy="chunk", task="passkey", length=128, depth=1.0, seed=0)
-    assert _read_cell(path, _cell_key(config, **where)) is not None
-    assert _read_cell(path, _cell_key(other, **where)) is None
+    facts = load_encoder(tiny_bert)[1]
+    assert _read_cell(path, _cell_key(config, facts, **where)) is not None
+    assert _read_cell(path, _cell_key(other, facts, **where)) is None
+    changed = {**facts, "fingerprint": facts["fingerprint"][::-1]}
+    assert _read_cell(path, _cell_key(config, changed, **where)) is None
+
+
+def test_a_model_changed_in_its_folder_is_evaluated_again(tiny_tisa, tmp_path, monkeypatch):
+    """The cells are keyed by the model's weights and config, not only its path: a
+    converted model given log-n scaling in the same folder is scored anew."""
+    import shutil
+
+    from tisa.longeval import run as run_lib
+
+    monkeypatch.setattr(run_lib, "write_longeval_report", lambda path, results: path)
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_tisa, folder)
+    config = LongEvalConfig(
+        models=(str(folder),), output_dir=str(tmp_path / "run"), tasks=("passkey",), **SMALL
+    )
+    assert longeval(config).computed == 4
+    assert longeval(config).computed == 0
+    settings = json.loads((folder / "config.json").read_text())
+    settings["tisa"]["length_scale"] = 64
+    (folder / "config.json").write_text(json.dumps(settings))
+    assert longeval(config).computed == 4
 
 
 def _error(capsys) -> str:

@@ -80,6 +80,21 @@ def _optional_int(value: int | str | None) -> int | None:
         raise ValueError(f"fold_positions: expected an integer or 'none', got {value!r}") from None
 
 
+def _length_scale(value: int | str | None) -> int | str | None:
+    """``--length-scale``: a number of tokens, ``auto`` or ``none``."""
+    if value is None or isinstance(value, int):
+        return value
+    text = value.strip().lower()
+    if text in ("auto", "none"):
+        return None if text == "none" else "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(
+            f"length_scale: expected a number of tokens, 'auto' or 'none', got {value!r}"
+        ) from None
+
+
 @dataclass(frozen=True)
 class ConvertConfig:
     """What ``tisa convert`` does (plain data; validated on construction).
@@ -99,6 +114,10 @@ class ConvertConfig:
         distill: the distillation settings (``steps=0`` skips distillation; its seed is
             the seed of the whole conversion).
         eval_texts: Penn Treebank test sentences for the fidelity figure.
+        length_scale: log-n scaling of the converted model's attention beyond N tokens
+            (``tisa.hf.TisaSettings.length_scale``): ``"auto"`` takes N = the longest
+            distillation length (the original's table, 512 for BERT), a number sets N,
+            None leaves attention unscaled at every length.
         lengths: input lengths beyond the table to run the converted model on.
         glue_dir: classic glue_data folder for STS-B dev (default: found like ``tisa glue``
             does; without one the STS-B figures are left out, and the report says so).
@@ -124,6 +143,10 @@ class ConvertConfig:
         default_factory=DistillSettings, metadata={"cli": {"skip": True}}
     )
     eval_texts: int = 1000
+    length_scale: int | str | None = field(
+        default="auto",
+        metadata={"cli": {"type": str, "parse": _length_scale, "metavar": "N|auto|none"}},
+    )
     lengths: tuple[int, ...] = (1024, 2048, 4096)
     glue_dir: str | None = None
     max_sts_pairs: int | None = None
@@ -142,6 +165,9 @@ class ConvertConfig:
         check_int(self.fit_length, "fit_length", minimum=8)
         check_int(self.fit_blocks, "fit_blocks")
         check_int(self.eval_texts, "eval_texts")
+        object.__setattr__(self, "length_scale", _length_scale(self.length_scale))
+        if self.length_scale != "auto":
+            check_int(self.length_scale, "length_scale", minimum=2, optional=True)
         check_int(self.max_sts_pairs, "max_sts_pairs", optional=True)
         object.__setattr__(self, "lengths", tuple(check_int(n, "lengths", 3) for n in self.lengths))
         if not isinstance(self.distill, DistillSettings):

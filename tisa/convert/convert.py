@@ -225,6 +225,10 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
 
     began = time.perf_counter()
     student = build_student(original, fold_positions=config.fold_positions)
+    # log-n scaling past the longest distillation length: no effect on shorter inputs,
+    # so on neither the fit nor the distillation
+    length_scale = settings.max_length if config.length_scale == "auto" else config.length_scale
+    student.config.tisa["length_scale"] = length_scale
     fit_path = out / "fit.pt"
     fit_settings = {
         k: getattr(config, k)

@@ -37,6 +37,7 @@ Letters: B batch, H heads, Lq queries, Lk keys, D head size.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import torch
@@ -54,6 +55,8 @@ from tisa.attention import attention, attention_with_weights
 __all__ = [
     "IMPLEMENTATIONS",
     "apply_rotary",
+    "keys_seen",
+    "length_factor",
     "register",
     "tisa_attention_forward",
     "tisa_mask",
@@ -97,6 +100,35 @@ def apply_rotary(x: Tensor, start: int, base: float = 10000.0) -> Tensor:
     cos, sin = _rotary_tables(start, length, dim, float(base), x.device, x.dtype)
     x1, x2 = x[..., : dim // 2], x[..., dim // 2 :]
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+# ------------------------------------------------------------------- log-n scaling
+
+
+def keys_seen(mask: Tensor | None, causal: bool, lq: int, lk: int) -> Tensor:
+    """How many keys each query attends to, broadcastable to (B, H, Lq).
+
+    Args:
+        mask: None, a bool mask (True = attend) or an additive float mask (0 = attend,
+            a large negative number or -inf = masked), broadcastable to (B, H, Lq, Lk).
+        causal: without a mask, whether query i (of the last Lq of Lk positions) sees only
+            the keys up to its own position.
+        lq, lk: query and key counts.
+    """
+    if mask is None:
+        if causal:
+            return torch.arange(lk - lq + 1, lk + 1, dtype=torch.float32)[None, None]
+        return torch.full((1, 1, lq), float(lk))
+    if mask.dtype == torch.bool:
+        seen = mask
+    else:
+        seen = mask > torch.finfo(mask.dtype).min / 2
+    return seen.expand(*seen.shape[:-1], lk).sum(-1, dtype=torch.float32)
+
+
+def length_factor(seen: Tensor, length_scale: int) -> Tensor:
+    """max(1, log n / log N) for key counts n: 1 up to N keys, rising slowly beyond."""
+    return (seen.clamp(min=1).log() / math.log(length_scale)).clamp(min=1.0)
 
 
 # --------------------------------------------------------------------------- attention
@@ -174,6 +206,12 @@ def tisa_attention_forward(
         base = settings.get("rotary_base", 10000.0)
         query = apply_rotary(query, lk - lq, base)
         key = apply_rotary(key, 0, base)
+    length_scale = settings.get("length_scale")
+    # inputs of up to N keys are left as they are (every factor would be 1)
+    if length_scale and lk > length_scale and getattr(module, "tisa_layer", None) is not None:
+        seen = keys_seen(attention_mask, causal, lq, lk).to(query.device)
+        factor = length_factor(seen, length_scale)  # (B|1, H|1, Lq)
+        query = query * factor[..., None].to(query.dtype)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
     common = dict(mask=attention_mask, causal=causal, dropout_p=dropout, scale=scale)
     if backend == "eager" or kwargs.get("output_attentions", False):

@@ -8,7 +8,7 @@ data stored in a model's ``config.tisa``::
 
     {"scoring": {"name": "rbf", "num_heads": 12, "num_kernels": 5, ...} or None,
      "position_embeddings": "keep", "share_across_layers": False, "rotary": False,
-     "rotary_base": 10000.0, "backend": "auto"}
+     "rotary_base": 10000.0, "backend": "auto", "length_scale": None}
 
 :func:`stored_settings` reads that data back (checking it) when a TISA model is built from
 its config. Named starts (:data:`STARTS`) are scoring options for RBF scorers added to a
@@ -68,6 +68,7 @@ _STORED_KEYS = (
     "rotary",
     "rotary_base",
     "backend",
+    "length_scale",
 )
 
 
@@ -86,6 +87,11 @@ class TisaSettings:
         rotary: also apply rotary position embedding to queries and keys.
         rotary_base: rotary frequency base (> 1).
         backend: :func:`tisa.attention.attention` backend of the ``"tisa"`` implementation.
+        length_scale: N: the logits of a query that sees n keys are multiplied by
+            max(1, log n / log N), so that attention over inputs longer than the N tokens a
+            model was trained on stays about as sharp as in training (log-n scaling,
+            Chiang & Cholak 2022); None (the default): no scaling. Inputs of up to N
+            tokens are unchanged.
         scoring_options: further keyword arguments of the family's constructor (e.g.
             ``amplitude_mean``).
     """
@@ -97,6 +103,7 @@ class TisaSettings:
     rotary: bool = False
     rotary_base: float = 10000.0
     backend: str = "auto"
+    length_scale: int | None = None
     scoring_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -113,6 +120,15 @@ class TisaSettings:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if not self.rotary_base > 1:
             raise ValueError(f"rotary_base must be > 1, got {self.rotary_base!r}")
+        if self.length_scale is not None and (
+            isinstance(self.length_scale, bool)
+            or not isinstance(self.length_scale, int)
+            or self.length_scale < 2
+        ):
+            raise ValueError(
+                f"length_scale must be None or a whole number of tokens >= 2, "
+                f"got {self.length_scale!r}"
+            )
         if self.scoring is None:
             given = sorted(self.scoring_options)
             given += ["num_kernels"] if self.num_kernels is not None else []
@@ -187,6 +203,7 @@ class TisaSettings:
             "rotary": self.rotary,
             "rotary_base": float(self.rotary_base),
             "backend": self.backend,
+            "length_scale": self.length_scale,
         }
 
 
@@ -238,6 +255,7 @@ def stored_settings(config: Any) -> dict[str, Any]:
         rotary=raw.get("rotary", False),
         rotary_base=raw.get("rotary_base", 10000.0),
         backend=raw.get("backend", "auto"),
+        length_scale=raw.get("length_scale"),
         scoring_options=options,
     )
     return settings.to_config(config)

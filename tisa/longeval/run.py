@@ -136,8 +136,19 @@ def load_encoder(name: str, *, batch_size: int = 1):
         "pooling": pooling.mode,
         "pooling_source": pooling.source,
         "parameters": sum(p.numel() for p in model.parameters()),
+        "fingerprint": fingerprint(model),
     }
     return encoder, facts
+
+
+def fingerprint(model: torch.nn.Module) -> str:
+    """A digest of a model's config and weights: a cell computed with other weights or
+    another config (a folder converted again, a changed ``length_scale``) is not reused."""
+    digest = hashlib.sha256(model.config.to_json_string(use_diff=False).encode())
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
 
 
 def _text(config: LongEvalConfig):
@@ -159,9 +170,16 @@ def _settings(config: LongEvalConfig) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
 
-def _cell_key(config: LongEvalConfig, **where: Any) -> dict[str, Any]:
-    """What a cell's result depends on: a saved cell with another key is recomputed."""
+def _cell_key(config: LongEvalConfig, facts: dict[str, Any], **where: Any) -> dict[str, Any]:
+    """What a cell's result depends on: a saved cell with another key is recomputed.
+
+    ``facts`` are the model's (:func:`load_encoder`): its weights and config (their
+    :func:`fingerprint`) and pooling are part of the key, so a folder whose model changed
+    is evaluated again.
+    """
     return where | {
+        "model_fingerprint": facts["fingerprint"],
+        "pooling": facts["pooling"],
         "tasks_version": VERSION,
         "candidates": config.candidates,
         "passage_tokens": config.passage_tokens,
@@ -283,7 +301,7 @@ def longeval(config: LongEvalConfig, *, command: list[str] | None = None) -> Lon
                         depth=depth,
                         seed=seed,
                     )
-                    key = _cell_key(config, **where)
+                    key = _cell_key(config, facts, **where)
                     path = cell_path(out, name, strategy.name, task, length, depth, seed)
                     saved = _read_cell(path, key)
                     if saved is None:
