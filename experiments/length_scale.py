@@ -29,6 +29,7 @@ from tisa.longeval.config import LongEvalConfig
 from tisa.longeval.run import longeval
 from tisa.provenance import run_metadata
 from tisa.reports.markdown import markdown_table
+from tisa.stats import holm
 
 
 def _value(text: str) -> int | None:
@@ -108,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         for row in results["comparisons"]
         if row["against"] == folders[None]
     ]
+    # Holm over these comparisons only (longeval's p_holm counts every pair both ways)
+    for row, adjusted in zip(against_unscaled, holm([r["p"] for r in against_unscaled]),
+                             strict=True):
+        row["p_holm"] = adjusted
     selection = {
         "values": [names[v] for v in args.values],
         "chosen": names[chosen],

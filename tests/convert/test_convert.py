@@ -66,8 +66,7 @@ def test_writes_a_model_that_reloads_and_runs_beyond_the_table(converted, tiny_b
     assert html.count("data:image/png;base64,") == 3
     reloaded = AutoModel.from_pretrained(result.model_dir).eval()
     assert tisa.hf.is_tisa(reloaded)
-    # log-n scaling past the longest distillation length (64 here: "auto")
-    assert reloaded.config.tisa["length_scale"] == 64 == m["settings"]["distill"]["max_length"]
+    assert reloaded.config.tisa["length_scale"] is None  # no log-n scaling by default
     ids = torch.randint(5, 60, (1, 200))  # 200 tokens, the original stops at 64
     with torch.no_grad():
         hidden = reloaded(input_ids=ids).last_hidden_state
@@ -173,8 +172,8 @@ def test_command_line_defaults_are_the_configs():
     assert custom.distill == DistillSettings(steps=7, train="scoring")
     with pytest.raises(ValueError, match="fold_positions: expected an integer or 'none'"):
         parsed("m", "--fold-positions", "many")
-    assert parsed("m").length_scale == "auto"
-    assert parsed("m", "--length-scale", "none").length_scale is None
+    assert parsed("m").length_scale is None
+    assert parsed("m", "--length-scale", "auto").length_scale == "auto"
     assert parsed("m", "--length-scale", "1024").length_scale == 1024
     for bad, message in (("long", "expected a number of tokens, 'auto' or 'none'"),
                          ("1", "length_scale must be an integer >= 2")):
@@ -187,6 +186,7 @@ def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts
     out = tmp_path / "fit-only"
     args = ["convert", tiny_bert, "--output-dir", str(out), "--steps", "0", "--no-progress"]
     args += ["--fit-length", "32", "--fit-blocks", "2", "--eval-texts", "10", "--lengths", "128"]
+    args += ["--length-scale", "auto"]  # log-n scaling past the longest distillation length
     args += ["--train-file", texts[0], "--eval-file", texts[1], "--max-sts-pairs", "20"]
     if GLUE_DIR.is_dir():
         args += ["--glue-dir", str(GLUE_DIR)]
@@ -199,7 +199,8 @@ def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
     }
-    assert (out / "model" / "config.json").is_file()
+    saved = json.loads((out / "model" / "config.json").read_text())
+    assert saved["tisa"]["length_scale"] == 64  # the tiny BERT's table: the longest length
     assert metrics["weights_sha256"] == sha256_file(out / "model" / "model.safetensors")
     # without distillation the saved model's scorers are the fit, layer by layer, head by head
     fit = torch.load(out / "fit.pt", weights_only=True)["fit"]

@@ -225,8 +225,8 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
 
     began = time.perf_counter()
     student = build_student(original, fold_positions=config.fold_positions)
-    # log-n scaling past the longest distillation length: no effect on shorter inputs,
-    # so on neither the fit nor the distillation
+    # log-n scaling (off by default): no effect on inputs of up to N tokens, so on
+    # neither the fit nor the distillation
     length_scale = settings.max_length if config.length_scale == "auto" else config.length_scale
     student.config.tisa["length_scale"] = length_scale
     fit_path = out / "fit.pt"

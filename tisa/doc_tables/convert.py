@@ -1,11 +1,12 @@
-"""Tables of `tisa convert` of all-MiniLM-L6-v2: quality, long inputs, the run."""
+"""Tables of `tisa convert` of all-MiniLM-L6-v2: quality, long inputs, the run, word order
+and the frozen probe."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from tisa.doc_tables.base import RESULTS, grouped, read_json, table
+from tisa.doc_tables.base import RESULTS, grouped, read_json, table, x100
 from tisa.reports.markdown import markdown_table
 
 CONVERT = f"{RESULTS}/convert/minilm/metrics.json"
@@ -65,3 +66,49 @@ def convert_run(root: Path) -> str:
         ["commit", f"`{(prov.get('commit') or '')[:12]}`"],
     ]
     return markdown_table(["", "value"], rows)
+
+
+def word_order_table(data: dict[str, Any]) -> str:
+    """Word-order sensitivity of the frozen models of ``experiments/word_order.py`` and
+    their CoLA probe at the original's best layer and the last, with the paired
+    differences."""
+    models = data["models"]
+    layers = [r["layer"] for r in models["original"]["probe"]]
+    best = max(models["original"]["probe"], key=lambda r: r["mcc"])["layer"]
+
+    def spread(s: dict[str, float]) -> str:
+        return f"{s['median']:.4f} [{s['q25']:.4f}, {s['q75']:.4f}]"
+
+    def probe(name: str, layer: int) -> float:
+        return next(r["mcc"] for r in models[name]["probe"] if r["layer"] == layer)
+
+    def paired(rows: list[dict[str, Any]], layer: int) -> str:
+        r = next(r for r in rows if r["layer"] == layer)
+        lo, hi = r["interval95"]
+        return f"{100 * r['difference']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+
+    body = []
+    for name, m in models.items():
+        body.append([name, spread(m["order"]["swap"]), spread(m["order"]["shuffle"]),
+                     x100(probe(name, best), 1), x100(probe(name, layers[-1]), 1)])
+    for name, rows in (data.get("paired") or {}).items():
+        body.append([f"{name} (paired, 95% bootstrap)", "", "", paired(rows, best),
+                     paired(rows, layers[-1])])
+    columns = ["frozen model", "1 - cos, two adjacent words swapped (median [quartiles])",
+               "all words shuffled", f"CoLA probe MCC, layer {best}",
+               f"layer {layers[-1]}"]
+    return markdown_table(columns, body, align="lrrrr")
+
+
+CONVERT_WORD_ORDER = f"{RESULTS}/convert/minilm/word_order.json"
+
+
+@table("convert-word-order", CONVERT_WORD_ORDER)
+def convert_word_order(root: Path) -> str:
+    """The default conversion's word order and frozen CoLA probe against the original's."""
+    data = read_json(root, CONVERT_WORD_ORDER)
+    prov = data.get("provenance") or {}
+    note = (f"\n\n{data['train_sentences']} CoLA train sentences, {data['dev_sentences']} dev; "
+            f"seed {data['seed']}; commit `{(prov.get('commit') or '')[:12]}`, "
+            f"`{prov.get('command')}`\n")
+    return word_order_table(data) + note

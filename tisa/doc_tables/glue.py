@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tisa.doc_tables.base import RESULTS, grouped, read_json, signed, table, x100
+from tisa.doc_tables.convert import word_order_table
 from tisa.reports.markdown import markdown_table
 
 GLUE_SUMMARY = f"{RESULTS}/glue/summary/results.json"
@@ -154,27 +155,4 @@ def glue_scale(root: Path) -> str:
 @table("glue-word-order", f"{RESULTS}/glue/word_order/word_order.json")
 def glue_word_order(root: Path) -> str:
     """Word-order sensitivity of the frozen models and the CoLA probe by layer."""
-    data = read_json(root, f"{RESULTS}/glue/word_order/word_order.json")
-    models = data["models"]
-    layers = [r["layer"] for r in models["original"]["probe"]]
-    best = max(models["original"]["probe"], key=lambda r: r["mcc"])["layer"]
-
-    def spread(s: dict[str, float]) -> str:
-        return f"{s['median']:.4f} [{s['q25']:.4f}, {s['q75']:.4f}]"
-
-    def probe(name: str, layer: int) -> float:
-        return next(r["mcc"] for r in models[name]["probe"] if r["layer"] == layer)
-
-    body = []
-    for name, m in models.items():
-        body.append([name, spread(m["order"]["swap"]), spread(m["order"]["shuffle"]),
-                     x100(probe(name, best), 1), x100(probe(name, layers[-1]), 1)])
-    for name, rows in (data.get("paired") or {}).items():
-        r = next(r for r in rows if r["layer"] == best)
-        lo, hi = r["interval95"]
-        body.append([f"{name} (paired, 95% bootstrap)", "", "",
-                     f"{100 * r['difference']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]", ""])
-    columns = ["frozen model", "1 - cos, two adjacent words swapped (median [quartiles])",
-               "all words shuffled", f"CoLA probe MCC, layer {best}",
-               f"layer {layers[-1]}"]
-    return markdown_table(columns, body, align="lrrrr")
+    return word_order_table(read_json(root, f"{RESULTS}/glue/word_order/word_order.json"))

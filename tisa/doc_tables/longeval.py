@@ -92,3 +92,34 @@ def longeval_cost(root: Path) -> str:
             f"{prov.get('cpu')} ({prov.get('cpu_count')} cores), torch {prov.get('torch')}, "
             f"commit `{(prov.get('commit') or '')[:12]}`; `{prov.get('command')}`\n")
     return markdown_table(columns, rows, align="l" + "r" * len(lengths)) + note
+
+
+LENGTH_SCALE = f"{RESULTS}/longeval/length-scale/selection.json"
+
+
+@table("longeval-length-scale", LENGTH_SCALE)
+def longeval_length_scale(root: Path) -> str:
+    """The converted model with each log-n scaling setting minus the unscaled one, on the
+    held-out seeds of ``experiments/length_scale.py``, and the setting it chose."""
+    s = read_json(root, LENGTH_SCALE)
+    rows = []
+    for c in sorted(s["against_unscaled"], key=lambda c: (c["model"], c["task"], c["length"])):
+        rows.append([
+            c["model"], c["task"], grouped(c["length"]), x100(c["acc1"], 1),
+            x100(c["against_acc1"], 1),
+            f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
+            f"{c['p_holm']:.2g}",
+        ])
+    for name, means in s["mean_acc1"].items():
+        if name != "unscaled":
+            rows.append([name, "every cell", "", x100(means["all"], 1),
+                         x100(s["mean_acc1"]["unscaled"]["all"], 1), "", ""])
+    columns = ["setting", "task", "length", "its Acc@1", "unscaled Acc@1",
+               "difference, 95% interval", "p (Holm)"]
+    st, prov = s["settings"], s["provenance"]
+    note = (f"\n\nHeld-out seeds {', '.join(map(str, st['seeds']))}, depths "
+            f"{', '.join(f'{d:g}' for d in st['depths'])}, {st['candidates']} documents a "
+            f"cell; Holm over the {len(s['against_unscaled'])} comparisons; chosen: "
+            f"`{s['chosen']}`; commit `{(prov.get('commit') or '')[:12]}`, "
+            f"`{prov.get('command')}`\n")
+    return markdown_table(columns, rows, align="lllrrrr") + note
