@@ -27,7 +27,7 @@ from pathlib import Path
 from tisa.files import write_atomic, write_json
 from tisa.longeval.config import LongEvalConfig
 from tisa.longeval.run import longeval
-from tisa.provenance import run_metadata
+from tisa.provenance import run_metadata, sha256_file
 from tisa.reports.markdown import markdown_table
 from tisa.stats import holm
 
@@ -119,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         "chosen_length_scale": chosen,
         "mean_acc1": means,
         "against_unscaled": against_unscaled,
+        # the weights each variant was scored with (its copy of the model folder)
+        "weights_sha256": {
+            names[v]: sha256_file(Path(folders[v]) / "model.safetensors") for v in args.values
+        },
         "settings": {"lengths": args.lengths, "seeds": args.seeds,
                      "depths": list(config.depths), "candidates": config.candidates},
         "provenance": run_metadata(),
