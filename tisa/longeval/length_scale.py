@@ -8,7 +8,7 @@ The converted model (``CONVERT_DIR/model``) is scored by ``tisa longeval`` as it
 with each other ``--values`` setting of ``length_scale`` (``none``: no scaling; a number N:
 logits of a query that sees n > N keys multiplied by log n / log N), each a copy of the
 model folder with only ``config.json`` changed. The tasks are drawn with seeds that the
-reported tables do not use (``--seeds``, default 100 and 101: other passkeys, needles and
+reported tables do not use (``--seeds``, default 100, 101 and 102: other passkeys, needles and
 text windows than seeds 0, 1, 2), at lengths past the table. ``OUTPUT_DIR/selection.json``
 (and ``selection.md``) holds every variant's mean Acc@1 per task and length, the paired
 differences against the unscaled model from ``tisa longeval``'s comparisons (Holm over
@@ -23,7 +23,7 @@ import shutil
 import statistics
 from pathlib import Path
 
-from tisa.files import write_atomic, write_json
+from tisa.files import replace_folder, write_atomic, write_json
 from tisa.longeval.config import LongEvalConfig
 from tisa.longeval.run import longeval
 from tisa.provenance import run_metadata, sha256_file
@@ -54,9 +54,7 @@ def _variant(model: Path, folder: Path, value: int | None) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(model, staging)
     write_json(staging / "config.json", config)
-    shutil.rmtree(folder, ignore_errors=True)
-    staging.rename(folder)
-    return folder
+    return replace_folder(staging, folder)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--values", nargs="+", type=_value, default=[None, 512],
                         help="length_scale settings to compare (default: none 512)")
     parser.add_argument("--lengths", nargs="+", type=int, default=[2048, 4096])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[100, 101])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--no-progress", dest="progress", action="store_false")
     args = parser.parse_args(argv)
