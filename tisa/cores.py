@@ -1,8 +1,7 @@
 """How many CPU threads to use: the cores that other work leaves free.
 
 Torch's intra-op threads meet at a barrier after every parallel operation, so one thread
-that shares its core with another process holds back all the others: on a 2-core machine
-with one core taken by another job, two torch threads train more slowly than one.
+that shares its core with another process holds back all the others.
 :func:`free_cores` looks at what the machine is doing for a moment (``/proc/stat``) and
 counts the cores that no other process keeps busy; :func:`choose_threads` is what a
 command uses, with the user's own number first.

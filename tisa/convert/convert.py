@@ -224,11 +224,13 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
     timings: dict[str, float] = {}
 
     began = time.perf_counter()
-    student = build_student(original, fold_positions=config.fold_positions)
     # log-n scaling (off by default): no effect on inputs of up to N tokens, so on
     # neither the fit nor the distillation
-    length_scale = settings.max_length if config.length_scale == "auto" else config.length_scale
-    student.config.tisa["length_scale"] = length_scale
+    student = build_student(
+        original,
+        fold_positions=config.fold_positions,
+        length_scale=settings.max_length if config.length_scale == "auto" else config.length_scale,
+    )
     fit_path = out / "fit.pt"
     fit_settings = {
         k: getattr(config, k)

@@ -48,7 +48,9 @@ def mean_position_row(model: nn.Module, positions: int) -> Tensor:
 
 
 @torch.no_grad()
-def build_student(original: nn.Module, *, fold_positions: int | None = 128) -> nn.Module:
+def build_student(
+    original: nn.Module, *, fold_positions: int | None = 128, length_scale: int | None = None
+) -> nn.Module:
     """A TISA copy of ``original`` without absolute positions, scorers at zero.
 
     Args:
@@ -56,6 +58,8 @@ def build_student(original: nn.Module, *, fold_positions: int | None = 128) -> n
             ALBERT, ELECTRA; any head).
         fold_positions: fold the mean of the first N position rows into the token-type
             embeddings; None folds nothing.
+        length_scale: log-n scaling past N tokens (``tisa.hf.TisaSettings.length_scale``);
+            None: none.
 
     Raises:
         ValueError: the model has no absolute position table or no token-type embeddings
@@ -72,7 +76,9 @@ def build_student(original: nn.Module, *, fold_positions: int | None = 128) -> n
             )
         row = mean_position_row(original, fold_positions).to(types.weight)
         types.weight.add_(row)
-    tisa.hf.add_tisa(student, position_embeddings="remove", start="zero")
+    tisa.hf.add_tisa(
+        student, position_embeddings="remove", start="zero", length_scale=length_scale
+    )
     return student
 
 
