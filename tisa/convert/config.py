@@ -118,8 +118,8 @@ class ConvertConfig:
             (``tisa.hf.TisaSettings.length_scale``): None (the default) leaves attention
             unscaled at every length, ``"auto"`` takes N = the longest distillation length
             (the original's table, 512 for BERT), a number sets N. On held-out draws of
-            the long-input tasks, scaling at 512 gained on passage retrieval and lost on
-            passkey retrieval, and no better on the whole (docs/convert.md).
+            the long-input tasks, scaling at 512 was no better on the whole, and no
+            difference by task survived the correction (docs/convert.md).
         lengths: input lengths beyond the table to run the converted model on.
         glue_dir: classic glue_data folder for STS-B dev (default: found like ``tisa glue``
             does; without one the STS-B figures are left out, and the report says so).
