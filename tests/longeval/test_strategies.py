@@ -186,3 +186,36 @@ def test_context_extension_table_has_length_rows(encoder):
     assert rows.shape == (256, 16)
     torch.testing.assert_close(rows[0], encoder.model.embeddings.position_embeddings.weight[0])
     assert strategy.embed([TEXT], 256).shape == (1, 16)
+
+
+def test_copy_init_gives_the_conversions_distillation_nothing_to_learn(encoder):
+    """Copy-init (Longformer) followed by ``tisa convert``'s distillation: its blocks are
+    at most the table's n tokens, where a copied table is the original's, so the
+    objective is zero at the start and stays at rounding level; what AdamW then moves is
+    rounding noise scaled to its step size (at most the learning rate per step), not a
+    signal. So the ``copy`` row (copy-init before any training) stands for copy-init with
+    that budget; a longer table needs a long-input objective to learn anything."""
+    import tempfile
+
+    from tisa.convert.config import DistillSettings
+    from tisa.convert.distill import LengthSampler, distill
+
+    teacher = encoder.model
+    student = copy.deepcopy(teacher)
+    n = teacher.config.max_position_embeddings
+    rows = copy_table(teacher.embeddings.position_embeddings.weight.detach(), 4 * n)
+    student.embeddings.position_embeddings = nn.Embedding.from_pretrained(rows, freeze=False)
+    student.embeddings.position_ids = torch.arange(4 * n)[None]
+    student.embeddings.token_type_ids = torch.zeros(1, 4 * n, dtype=torch.long)
+    before = {k: v.clone() for k, v in student.state_dict().items()}
+    settings = DistillSettings(steps=4, tokens_per_batch=4 * n, min_length=16, max_length=n,
+                               save_every=4)  # the conversion's settings, fewer steps
+    stream = torch.tensor(encoder.content([TEXT])[0])
+    sampler = LengthSampler(stream, first=2, last=3, settings=settings)
+    with tempfile.TemporaryDirectory() as folder:
+        curve = distill(teacher, student, sampler, settings, checkpoint_dir=folder,
+                        progress=False)
+    losses = [row["loss"] for row in curve]
+    assert losses[0] == 0.0 and max(losses) < 1e-5
+    moved = max((student.state_dict()[k] - v).abs().max().item() for k, v in before.items())
+    assert moved <= settings.steps * settings.learning_rate * 1.01

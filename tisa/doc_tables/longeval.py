@@ -97,13 +97,15 @@ def longeval_cost(root: Path) -> str:
 LENGTH_SCALE = f"{RESULTS}/longeval/length-scale/selection.json"
 
 
-@table("longeval-length-scale", LENGTH_SCALE)
-def longeval_length_scale(root: Path) -> str:
-    """The converted model with each log-n scaling setting minus the unscaled one, on the
-    held-out seeds of ``experiments/length_scale.py``, and the setting it chose."""
-    s = read_json(root, LENGTH_SCALE)
+def _variants_table(s: dict) -> str:
+    """The variants of a ``tisa.longeval.variants`` selection minus the model as
+    converted: per task and length, and over every held-out cell. (Its first result,
+    the length-scale one, names the baseline ``unscaled`` and its rows
+    ``against_unscaled``.)"""
+    baseline = s.get("baseline", "unscaled")
+    against = s["against_baseline"] if "against_baseline" in s else s["against_unscaled"]
     rows = []
-    for c in sorted(s["against_unscaled"], key=lambda c: (c["model"], c["task"], c["length"])):
+    for c in sorted(against, key=lambda c: (c["model"], c["task"], c["length"])):
         rows.append([
             c["model"], c["task"], grouped(c["length"]), x100(c["acc1"], 1),
             x100(c["against_acc1"], 1),
@@ -111,15 +113,22 @@ def longeval_length_scale(root: Path) -> str:
             f"{c['p_holm']:.2g}",
         ])
     for name, means in s["mean_acc1"].items():
-        if name != "unscaled":
+        if name != baseline:
             rows.append([name, "every cell", "", x100(means["all"], 1),
-                         x100(s["mean_acc1"]["unscaled"]["all"], 1), "", ""])
-    columns = ["setting", "task", "length", "its Acc@1", "unscaled Acc@1",
+                         x100(s["mean_acc1"][baseline]["all"], 1), "", ""])
+    columns = ["setting", "task", "length", "its Acc@1", f"{baseline} Acc@1",
                "difference, 95% interval", "p (Holm)"]
     st, prov = s["settings"], s["provenance"]
     note = (f"\n\nHeld-out seeds {', '.join(map(str, st['seeds']))}, depths "
             f"{', '.join(f'{d:g}' for d in st['depths'])}, {st['candidates']} documents a "
-            f"cell; Holm over the {len(s['against_unscaled'])} comparisons; chosen: "
+            f"cell; Holm over the {len(against)} comparisons; chosen: "
             f"`{s['chosen']}`; commit `{(prov.get('commit') or '')[:12]}`, "
             f"`{prov.get('command')}`\n")
     return markdown_table(columns, rows, align="lllrrrr") + note
+
+
+@table("longeval-length-scale", LENGTH_SCALE)
+def longeval_length_scale(root: Path) -> str:
+    """The converted model with each log-n scaling setting minus the unscaled one, on the
+    held-out seeds of ``experiments/length_scale.py``, and the setting it chose."""
+    return _variants_table(read_json(root, LENGTH_SCALE))
