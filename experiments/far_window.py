@@ -1,8 +1,11 @@
 """Whether a converted model reads long documents better with an attention window
-beyond the original's length (the far-field ramp at offset 511, so that inputs of up to
-512 tokens are computed exactly as before and no query reaches further than the original
-model ever did), decided on held-out draws of the long-input tasks (:mod:`tisa.longeval.variants` runs it; its committed result is
+beyond the original's length, decided on held-out draws of the long-input tasks
+(:mod:`tisa.longeval.variants` runs it; its committed result is
 ``benchmarks/results/longeval/far-window``).
+
+The window is the far-field ramp at offset 511 (slope 1: a key k tokens past it gets
+e^-k of its weight), so inputs of up to 512 tokens are computed exactly as before and
+a query hardly reaches further than the original model's 512 positions ever did.
 
     python experiments/far_window.py runs/convert --output-dir runs/far-window
 """
