@@ -9,5 +9,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "torch==2.13.0"
-.venv/bin/python -m pip install --quiet -e ".[dev]"
+.venv/bin/python -m pip install --quiet -e ".[dev,context]"
 echo "tisa installed in .venv ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"

@@ -44,6 +44,14 @@ the ``--positions`` spec that trains it::
 
 With ``--train-only`` it trains and stops (several can share the work); without it, it
 also writes the selection (a sweep never runs the test-set evaluation).
+
+Seeds, ``--seeds S ...``: every run at each seed (folders ``seed-S/LABEL``), each seed
+summarised as above (``seed-S/summary.json``), then ``seeds.json`` / ``seeds.md``: mean ± sd
+over the seeds, and every run against the best baseline at each length (``--baselines``,
+default the runs of the baseline schemes), paired by seed, with Holm's correction::
+
+    python experiments/position_schemes.py --output-dir runs/ps-protocol --seeds 0 1 2 \
+        --positions alibi fire kerple_log rbf_linear=rbf_linear:tisa_learning_rate=1e-1
 """
 
 from __future__ import annotations
@@ -57,12 +65,15 @@ from typing import TYPE_CHECKING, Any
 
 from tisa.analysis.training import TI_LOG_SERIES, ti_loss_curve
 from tisa.pretrain.compare import (
+    BASELINE_SCHEMES,
     DEFAULT_POSITIONS,
     DEFAULT_VARIANTS,
     MUST_MATCH,
     fmt,
     losses,
     parse_spec,
+    seed_comparison,
+    seed_markdown,
     select_rates,
     shown,
     sweep_markdown,
@@ -86,6 +97,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-steps", type=int, default=250)
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024, 2048])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="train every run at each seed (OUTPUT_DIR/seed-S/LABEL) and compare them over "
+        "the seeds (seeds.json, seeds.md); replaces --seed",
+    )
+    parser.add_argument(
+        "--baselines",
+        nargs="+",
+        default=None,
+        metavar="LABEL",
+        help="with --seeds: the runs every other run is compared with (default: the runs "
+        "of absolute, none, alibi, alibi_learned, t5, kerple_log, rope and fire)",
+    )
     parser.add_argument("--size", default="small", help="model size (tiny: smoke runs)")
     parser.add_argument(
         "--max-tokens", type=int, default=65536, help="test tokens scored per run and length"
@@ -109,10 +136,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from tisa.analysis.positional_ti import position_table_ti
-    from tisa.checkpoints import run_status
-    from tisa.pretrain.run import PretrainConfig, pretrain_or_reuse
-
     try:
         specs = [parse_spec(s) for s in args.positions]
     except ValueError as err:
@@ -126,6 +149,49 @@ def main(argv: list[str] | None = None) -> int:
             specs, sweep = sweep_specs(specs, args.positional_lr_sweep, args.tisa_learning_rate)
         except ValueError as err:
             raise SystemExit(str(err)) from err
+
+    if args.seeds is not None:
+        if len(set(args.seeds)) != len(args.seeds) or len(args.seeds) < 2:
+            raise SystemExit(f"--seeds: at least two distinct seeds, got {args.seeds}")
+        if args.positional_lr_sweep is not None:
+            raise SystemExit("--seeds: choose the rates with one --seed first "
+                             "(--positional-lr-sweep), then train the chosen specs with --seeds")
+        return _over_seeds(specs, args)
+    if args.baselines is not None:
+        raise SystemExit("--baselines: only with --seeds")
+    runs = _train(specs, args)
+    if args.train_only:
+        return 0
+
+    from tisa.files import write_atomic, write_json
+
+    if args.positional_lr_sweep is not None:
+        selection = select_rates(runs, sweep, specs)
+        selection["settings"] = vars(args) | {"output_dir": shown(args.output_dir)}
+        write_json(args.output_dir / "lr_sweep.json", selection)
+        md = sweep_markdown(selection)
+        write_atomic(args.output_dir / "lr_sweep.md", md)
+        print(md)
+        return 0
+
+    summary = _summarise(runs, args)
+    from tisa.provenance import run_metadata
+
+    write_json(args.output_dir / "summary.json", {**summary, "provenance": run_metadata()})
+    md = _markdown(summary, args.lengths)
+    write_atomic(args.output_dir / "summary.md", md)
+    report = _report(summary, runs, args)
+    print(md)
+    print(f"report: {report}")
+    return 0
+
+
+def _train(specs: list, args: argparse.Namespace) -> dict[str, Path]:
+    """Trains (or reuses, or resumes) every run of ``specs`` under ``args.output_dir``
+    with ``args.seed``; returns the run folders by label."""
+    from tisa.analysis.positional_ti import position_table_ti
+    from tisa.checkpoints import run_status
+    from tisa.pretrain.run import PretrainConfig, pretrain_or_reuse
 
     runs: dict[str, Path] = {}
     for spec in specs:
@@ -162,29 +228,45 @@ def main(argv: list[str] | None = None) -> int:
             )
         except ValueError as err:
             raise SystemExit(str(err)) from err
-    if args.train_only:
-        return 0
+    return runs
 
+
+def _over_seeds(specs: list, args: argparse.Namespace) -> int:
+    """``--seeds``: every run at every seed (``OUTPUT_DIR/seed-S/LABEL``), each seed
+    summarised as a one-seed comparison is, then ``seeds.json`` / ``seeds.md``: mean ± sd
+    over seeds, and every run against the best baseline at each length, paired by seed,
+    with Holm's correction (:func:`tisa.pretrain.compare.seed_comparison`)."""
     from tisa.files import write_atomic, write_json
-
-    if args.positional_lr_sweep is not None:
-        selection = select_rates(runs, sweep, specs)
-        selection["settings"] = vars(args) | {"output_dir": shown(args.output_dir)}
-        write_json(args.output_dir / "lr_sweep.json", selection)
-        md = sweep_markdown(selection)
-        write_atomic(args.output_dir / "lr_sweep.md", md)
-        print(md)
-        return 0
-
-    summary = _summarise(runs, args)
     from tisa.provenance import run_metadata
 
-    write_json(args.output_dir / "summary.json", {**summary, "provenance": run_metadata()})
-    md = _markdown(summary, args.lengths)
-    write_atomic(args.output_dir / "summary.md", md)
-    report = _report(summary, runs, args)
+    labels = [s.label for s in specs]
+    baselines = args.baselines
+    if baselines is None:
+        baselines = [s.label for s in specs if s.position in BASELINE_SCHEMES]
+    unknown = [b for b in baselines if b not in labels]
+    if unknown:
+        raise SystemExit(f"--baselines: {unknown} not among the --positions labels {labels}")
+    per_seed: dict[int, dict[str, dict]] = {}
+    root = args.output_dir
+    for seed in args.seeds:
+        sub = argparse.Namespace(**vars(args))
+        sub.seed, sub.output_dir = seed, root / f"seed-{seed}"
+        runs = _train(specs, sub)
+        if args.train_only:
+            continue
+        summary = _summarise(runs, sub)
+        write_json(sub.output_dir / "summary.json", {**summary, "provenance": run_metadata()})
+        write_atomic(sub.output_dir / "summary.md", _markdown(summary, args.lengths))
+        per_seed[seed] = {k: v for k, v in summary["runs"].items() if k in labels}
+    if args.train_only:
+        return 0
+    result = seed_comparison(per_seed, args.lengths, baselines)
+    settings = vars(args) | {"output_dir": shown(root)}
+    write_json(root / "seeds.json", {**result, "baselines": baselines, "settings": settings,
+                                     "provenance": run_metadata()})
+    md = seed_markdown(result, args.lengths)
+    write_atomic(root / "seeds.md", md)
     print(md)
-    print(f"report: {report}")
     return 0
 
 

@@ -159,3 +159,62 @@ def test_sweep_smoke_run(tmp_path, monkeypatch):
     chosen = selection["runs"]["alibi_learned"]
     assert chosen["chosen"] in (1e-3, 1e-1) and (out / chosen["chosen_run"]).is_dir()
     assert (out / "lr_sweep.md").is_file()
+
+
+def _seed_run(val, losses):
+    return {"final_validation_loss": val, "test_loss": dict(zip((128, 1024), losses))}
+
+
+def test_seeds_are_compared_with_the_best_baseline_paired_by_seed():
+    per_seed = {
+        0: {"alibi": _seed_run(5.0, (5.0, 5.4)), "fire": _seed_run(5.0, (4.9, 5.6)),
+            "rbf": _seed_run(4.9, (4.8, 5.0)), "absolute": _seed_run(5.1, (5.1, None))},
+        1: {"alibi": _seed_run(5.1, (5.1, 5.5)), "fire": _seed_run(5.0, (5.0, 5.7)),
+            "rbf": _seed_run(5.0, (4.95, 5.2)), "absolute": _seed_run(5.2, (5.2, None))},
+        2: {"alibi": _seed_run(4.9, (4.9, 5.3)), "fire": _seed_run(5.1, (4.8, 5.5)),
+            "rbf": _seed_run(4.8, (4.7, 4.95)), "absolute": _seed_run(5.0, (5.0, None))},
+    }
+    out = ps.seed_comparison(per_seed, [128, 1024], ["alibi", "fire", "absolute"])
+    assert out["seeds"] == [0, 1, 2]
+    assert out["runs"]["rbf"]["test"][128]["mean"] == pytest.approx((4.8 + 4.95 + 4.7) / 3)
+    assert out["runs"]["absolute"]["test"][1024] == {"mean": None, "sd": None, "n": 0}
+    # fire has the lowest mean at 128; at 1024 absolute cannot be read, alibi is best
+    assert out["best_baseline"] == {128: "fire", 1024: "alibi"}
+    rows = {(c["run"], c["length"]): c for c in out["comparisons"]}
+    assert set(rows) == {("rbf", 128), ("rbf", 1024)}
+    far = rows[("rbf", 1024)]
+    assert far["against"] == "alibi" and far["n"] == 3
+    assert far["mean"] == pytest.approx(((5.0 - 5.4) + (5.2 - 5.5) + (4.95 - 5.3)) / 3)
+    assert far["high"] < 0 and far["p_holm"] >= far["p"]
+    md = ps.seed_markdown(out, [128, 1024])
+    assert "| rbf | alibi | 1024 |" in md and "Holm over the 2 comparisons" in md
+    with pytest.raises(ValueError, match="at least 2"):
+        ps.seed_comparison({0: per_seed[0]}, [128], ["alibi"])
+    broken = {0: per_seed[0], 1: {k: v for k, v in per_seed[1].items() if k != "fire"}}
+    with pytest.raises(ValueError, match="seed 1"):
+        ps.seed_comparison(broken, [128], ["alibi"])
+
+
+@pytest.mark.slow
+def test_seeds_smoke_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("TISA_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "seeds"
+    argv = ["--output-dir", str(out), "--size", "tiny", "--max-steps", "2", "--save-steps", "2"]
+    argv += ["--seq-len", "16", "--batch-size", "4", "--lengths", "16", "32",
+             "--max-tokens", "256", "--eval-variants", "--seeds", "0", "1"]
+    argv += ["--positions", "alibi", "rbf_linear"]
+    env = dict(os.environ, PYTHONPATH=str(SCRIPT.parents[1]))
+    done = subprocess.run([sys.executable, str(SCRIPT), *argv], env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((out / "seeds.json").read_text())
+    assert result["seeds"] == [0, 1] and result["baselines"] == ["alibi"]
+    pairs = {(c["run"], c["against"], c["length"]) for c in result["comparisons"]}
+    assert pairs == {("rbf_linear", "alibi", 16), ("rbf_linear", "alibi", 32)}
+    for seed in (0, 1):
+        config = json.loads((out / f"seed-{seed}" / "alibi" / "pretrain_config.json").read_text())
+        assert config["config"]["seed"] == seed
+        assert (out / f"seed-{seed}" / "summary.json").is_file()
+    assert (out / "seeds.md").is_file()
+    bad = subprocess.run([sys.executable, str(SCRIPT), *argv[:-3], "--baselines", "t5",
+                          "--positions", "alibi", "rbf_linear"], env=env, capture_output=True)
+    assert bad.returncode != 0 and b"--baselines: ['t5'] not among" in bad.stderr

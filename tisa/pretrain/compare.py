@@ -1,7 +1,9 @@
 """Comparing position schemes in pretraining (``experiments/position_schemes.py``): the runs
 of a comparison (:class:`RunSpec`, parsed from ``LABEL=SCHEME:KEY=VALUE:...``), the runs of
-an equal-tuning sweep of the positional learning rate and its choice, and the
-extrapolation targets each run is checked against.
+an equal-tuning sweep of the positional learning rate and its choice, the extrapolation
+targets each run is checked against, and the comparison over seeds
+(:func:`seed_comparison`: mean and sd per run and length, paired differences against the
+best baseline with Holm's correction).
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ __all__ = [
     "DEFAULT_POSITIONS",
     "DEFAULT_VARIANTS",
     "MUST_MATCH",
+    "BASELINE_SCHEMES",
     "RunSpec",
     "fmt",
     "has_positional_parameters",
     "losses",
     "parse_spec",
+    "seed_comparison",
+    "seed_markdown",
     "select_rates",
     "shown",
     "sweep_markdown",
@@ -50,6 +55,10 @@ DEFAULT_POSITIONS = (
 
 
 DEFAULT_VARIANTS = ("tisa-far127=tisa:far_offset=127",)
+
+#: schemes that are baselines of the comparison, not the project's kernel families
+BASELINE_SCHEMES = ("absolute", "none", "alibi", "alibi_learned", "t5", "kerple_log", "rope",
+                    "fire")
 
 
 #: Settings a finished run must share with the request to be reused.
@@ -285,3 +294,110 @@ def targets(runs: dict[str, dict], lengths: list[int]) -> dict[str, dict[str, An
 
 def fmt(value: float | None, digits: int = 3) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def seed_comparison(
+    per_seed: dict[int, dict[str, dict[str, Any]]],
+    lengths: list[int],
+    baselines: list[str],
+    *,
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """The runs of several seeds side by side.
+
+    Args:
+        per_seed: ``{seed: {label: run}}``, each run as a summary's ``runs`` entry
+            (``final_validation_loss``, ``test_loss`` by length).
+        lengths: evaluation lengths.
+        baselines: the labels that are baselines; every other run is compared with them.
+        level: confidence level of the paired intervals.
+
+    Returns:
+        ``{"seeds", "runs": {label: {"validation": stats, "test": {length: stats}}},
+        "best_baseline": {length: label}, "comparisons": [...]}``, where stats are
+        ``{"mean", "sd", "n"}`` over the seeds with a value, and each comparison is a run
+        against the baseline with the lowest mean test loss at that length, paired by seed
+        (the same seed: the same initialisation seed, data order and masks): the mean
+        difference (run - baseline, nats; below zero: the run is better), its t interval,
+        p, and p adjusted by Holm over all comparisons. A length is compared only where
+        both have a loss at every seed.
+
+    Raises:
+        ValueError: fewer than two seeds, or a run missing at some seed.
+    """
+    import statistics
+
+    from tisa.stats import holm, paired_difference
+
+    seeds = sorted(per_seed)
+    if len(seeds) < 2:
+        raise ValueError(f"seeds: a comparison over seeds needs at least 2, got {seeds}")
+    labels = list(per_seed[seeds[0]])
+    for seed in seeds:
+        if set(per_seed[seed]) != set(labels):
+            raise ValueError(f"seed {seed}: runs {sorted(per_seed[seed])}, expected {labels}")
+
+    def stats(values: list[float | None]) -> dict[str, Any]:
+        xs = [v for v in values if v is not None]
+        return {
+            "mean": statistics.fmean(xs) if xs else None,
+            "sd": statistics.stdev(xs) if len(xs) > 1 else None,
+            "n": len(xs),
+        }
+
+    def test(label: str, n: int) -> list[float | None]:
+        return [per_seed[s][label]["test_loss"].get(n) for s in seeds]
+
+    runs = {
+        label: {
+            "validation": stats([per_seed[s][label]["final_validation_loss"] for s in seeds]),
+            "test": {n: stats(test(label, n)) for n in lengths},
+        }
+        for label in labels
+    }
+    best: dict[int, str | None] = {}
+    for n in lengths:
+        present = [b for b in baselines if b in runs and runs[b]["test"][n]["n"] == len(seeds)]
+        best[n] = min(present, key=lambda b: runs[b]["test"][n]["mean"]) if present else None
+    comparisons = []
+    for label in labels:
+        if label in baselines:
+            continue
+        for n in lengths:
+            against = best[n]
+            a, b = test(label, n), test(against, n) if against else []
+            if against is None or None in a or None in b:
+                continue
+            diff = paired_difference(a, b, level=level)
+            comparisons.append({"run": label, "against": against, "length": n,
+                                **diff.to_dict()})
+    for row, adjusted in zip(comparisons, holm([c["p"] for c in comparisons]), strict=True):
+        row["p_holm"] = adjusted
+    return {"seeds": seeds, "runs": runs, "best_baseline": best, "comparisons": comparisons}
+
+
+def seed_markdown(result: dict[str, Any], lengths: list[int], alpha: float = 0.05) -> str:
+    """Two tables: mean ± sd over seeds per run, and the paired comparisons."""
+    from tisa.reports.markdown import markdown_table
+
+    def cell(st: dict[str, Any]) -> str:
+        if st["mean"] is None:
+            return "n/a"
+        return f"{st['mean']:.3f} ± {st['sd']:.3f}" if st["sd"] is not None else fmt(st["mean"])
+
+    rows = [[label, cell(r["validation"]), *(cell(r["test"][n]) for n in lengths)]
+            for label, r in result["runs"].items()]
+    out = markdown_table(["run", "val. loss", *(f"test @{n}" for n in lengths)], rows,
+                         align="l" + "r" * (len(lengths) + 1))
+    out += f"\nMean ± sd over seeds {', '.join(map(str, result['seeds']))} (nats).\n"
+    if result["comparisons"]:
+        rows = [[c["run"], c["against"], c["length"],
+                 f"{c['mean']:+.3f} [{c['low']:+.3f}, {c['high']:+.3f}]", f"{c['p_holm']:.2g}",
+                 "yes" if c["p_holm"] < alpha and c["high"] < 0 else "no"]
+                for c in result["comparisons"]]
+        out += "\n" + markdown_table(
+            ["run", "best baseline", "length", "run - baseline, 95% interval", "p (Holm)",
+             f"better after correction (p < {alpha:g})"], rows, align="llrrrl")
+        out += (f"\nPaired by seed; Holm over the {len(result['comparisons'])} "
+                "comparisons.\n")
+    return out
