@@ -3,6 +3,7 @@ and the frozen probe."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +11,14 @@ from tisa.doc_tables.base import RESULTS, grouped, read_json, table, x100
 from tisa.reports.markdown import markdown_table
 
 CONVERT = f"{RESULTS}/convert/minilm/metrics.json"
+#: the second encoder, paraphrase-MiniLM-L3-v2
+CONVERT_L3 = f"{RESULTS}/convert/l3/metrics.json"
 
 
 @table("convert-quality", CONVERT)
-def convert_quality(root: Path) -> str:
+def convert_quality(root: Path, path: str = CONVERT) -> str:
     """Zero-shot figures of the original, the fitted and the converted model."""
-    m = read_json(root, CONVERT)
+    m = read_json(root, path)
     pp = m["positional_parameters"]
     pairs = m["settings"].get("max_sts_pairs") or "all"
 
@@ -52,9 +55,9 @@ def convert_lengths(root: Path) -> str:
 
 
 @table("convert-run", CONVERT)
-def convert_run(root: Path) -> str:
+def convert_run(root: Path, path: str = CONVERT) -> str:
     """What the conversion run was: its fit, its time and its provenance."""
-    m = read_json(root, CONVERT)
+    m = read_json(root, path)
     prov, t = m.get("provenance") or {}, m["timings"]
     rows = [
         ["fit: median R² over heads", f"{m['fit']['r2_median']:.2f}"],
@@ -66,6 +69,11 @@ def convert_run(root: Path) -> str:
         ["commit", f"`{(prov.get('commit') or '')[:12]}`"],
     ]
     return markdown_table(["", "value"], rows)
+
+
+# the same tables for the second encoder
+for _name, _render in (("quality", convert_quality), ("run", convert_run)):
+    table(f"convert-l3-{_name}", CONVERT_L3)(functools.partial(_render, path=CONVERT_L3))
 
 
 def word_order_table(data: dict[str, Any]) -> str:
