@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import statistics
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,8 @@ from tisa.doc_tables.base import RESULTS, grouped, read_json, table, x100
 from tisa.reports.markdown import markdown_table
 
 LONGEVAL = f"{RESULTS}/longeval/results.json"
+#: the second encoder (paraphrase-MiniLM-L3-v2) and its conversion
+LONGEVAL_L3 = f"{RESULTS}/longeval/l3/results.json"
 
 
 def _who(model: str, strategy: str, models: list[dict[str, Any]]) -> str:
@@ -120,6 +123,12 @@ def longeval_cost(root: Path, path: str = LONGEVAL) -> str:
             f"{prov.get('cpu')} ({prov.get('cpu_count')} cores), torch {prov.get('torch')}, "
             f"commit `{(prov.get('commit') or '')[:12]}`; `{prov.get('command')}`\n")
     return markdown_table(columns, rows, align="l" + "r" * len(lengths)) + note
+
+
+# the same tables for the second encoder
+for _name, _render in (("accuracy", longeval_accuracy), ("comparisons", longeval_comparisons),
+                       ("best", longeval_best), ("cost", longeval_cost)):
+    table(f"longeval-l3-{_name}", LONGEVAL_L3)(functools.partial(_render, path=LONGEVAL_L3))
 
 
 LENGTH_SCALE = f"{RESULTS}/longeval/length-scale/selection.json"
