@@ -24,7 +24,8 @@ def _export_like(model, path: Path, *, activation="Erf", drop=None) -> None:
     from onnx import helper, numpy_helper
 
     state = {k: v.detach().numpy() for k, v in model.state_dict().items()
-             if not k.startswith("pooler.") and "position_ids" not in k}
+             if not k.startswith("pooler.")}
+    state["embeddings.position_ids"] = np.arange(8, dtype=np.int64)[None]  # a buffer
     inits, nodes = [], []
     for i, (name, value) in enumerate(sorted(state.items())):
         module = name.rsplit(".", 1)[0]

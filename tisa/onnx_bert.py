@@ -83,8 +83,11 @@ def bert_state_dict(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, 
     prefix = prefixes[0]
     state: dict[str, np.ndarray] = {}
     for name in initialisers:
-        if name.startswith(prefix) and not name[len(prefix):].startswith("pooler."):
-            state[name[len(prefix):]] = np.array(values[name], dtype=np.float32)
+        key = name[len(prefix):]
+        # integer buffers (position_ids, token_type_ids) are not weights
+        if name.startswith(prefix) and not key.startswith("pooler.") and \
+                values[name].dtype.kind == "f":
+            state[key] = np.array(values[name], dtype=np.float32)
     scale, activations, eps = set(), set(), set()
     for node in graph.node:
         match = _MATMUL.search(node.name) if node.op_type == "MatMul" else None
