@@ -169,3 +169,13 @@ def longeval_length_scale(root: Path) -> str:
     """The converted model with each log-n scaling setting minus the unscaled one, on the
     held-out seeds of ``experiments/length_scale.py``, and the setting it chose."""
     return _variants_table(read_json(root, LENGTH_SCALE))
+
+
+FAR_WINDOW = f"{RESULTS}/longeval/far-window/selection.json"
+
+
+@table("longeval-far-window", FAR_WINDOW)
+def longeval_far_window(root: Path) -> str:
+    """The converted model with an attention window minus the model as converted, on the
+    held-out seeds of ``experiments/far_window.py``, and the setting it chose."""
+    return _variants_table(read_json(root, FAR_WINDOW))
