@@ -25,6 +25,7 @@ builds the folder of a packaged model once, in the tisa cache, and returns it: w
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -170,6 +171,13 @@ PACKAGED_ONNX = {
 }
 
 
+@functools.cache
+def _digest(path: str, size: int, mtime_ns: int) -> str:
+    """The first 12 hex digits of the file's SHA-256, once per process and file version
+    (every command resolves its model names several times; the file is 69 MB)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+
+
 def packaged_folder(name: str, cache: str | Path | None = None) -> Path | None:
     """The ``transformers`` folder of the packaged model ``name`` (built on first use in
     ``cache``, default the tisa cache, and reused after), or None when ``name`` is not one
@@ -193,7 +201,8 @@ def packaged_folder(name: str, cache: str | Path | None = None) -> Path | None:
     if len(files) != 1:
         raise ValueError(f"{dist_name}: expected one .onnx file in the package, found {len(files)}")
     onnx_path = Path(dist.locate_file(files[0]))
-    digest = hashlib.sha256(onnx_path.read_bytes()).hexdigest()[:12]
+    stat = onnx_path.stat()
+    digest = _digest(str(onnx_path), stat.st_size, stat.st_mtime_ns)
     if cache is None:
         from tisa.data.tokenizer import default_cache_dir
 
