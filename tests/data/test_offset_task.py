@@ -47,22 +47,50 @@ def test_bad_input_names_the_argument():
         offset_batch(batch_size=2, length=8, vocab_size=1, offsets=(2,), generator=gen)
 
 
-def test_experiment_on_a_tiny_size(tmp_path):
+def test_experiment_on_a_tiny_size_resumes_and_summarises_seeds(tmp_path, capsys):
     out = tmp_path / "or"
-    argv = ["--positions", "absolute", "alibi_learned", "--size", "tiny", "--steps", "3"]
+    argv = ["--positions", "absolute", "alibi_learned", "tisa", "--size", "tiny", "--steps", "3"]
     argv += ["--train-length", "16", "--eval-lengths", "16", "64", "--offsets", "1", "4"]
     argv += ["--vocab-size", "8", "--eval-sequences", "4", "--output-dir", str(out)]
+    argv += ["--seeds", "0", "1", "--no-progress"]
     assert experiment.main(argv) == 0
     results = json.loads((out / "results.json").read_text())
-    assert results["runs"]["absolute"]["eval"]["64"]["status"] == "n/a"
+    assert results["provenance"]["command"].startswith("experiments/offset_retrieval/run.py")
+    runs = results["runs"]
+    assert set(runs) == {"0", "1"}
+    assert runs["0"]["absolute"]["eval"]["64"]["status"] == "n/a"
     for length in ("16", "64"):
-        r = results["runs"]["alibi_learned"]["eval"][length]
+        r = runs["0"]["alibi_learned"]["eval"][length]
         assert r["status"] == "ok" and 0.0 <= r["accuracy"] <= 1.0 and r["tokens"] > 0
-    beyond = results["runs"]["alibi_learned"]["eval"]["64"]["accuracy_beyond_train"]
-    assert (
-        beyond is not None
-        and results["runs"]["alibi_learned"]["eval"]["16"]["accuracy_beyond_train"] is None
-    )
-    assert "| alibi_learned |" in (out / "results.md").read_text()
-    with pytest.raises(SystemExit, match="positions"):
+    assert runs["1"]["tisa"]["eval"]["64"]["accuracy_beyond_train"] is not None
+    assert runs["1"]["tisa"]["eval"]["16"]["accuracy_beyond_train"] is None
+    summary = results["summary"]
+    assert summary["seeds"] == [0, 1]
+    # the one TISA family against the one other scheme that reads 64 tokens
+    assert [(c["family"], c["other"], c["length"]) for c in summary["comparisons"]] == [
+        ("tisa", "alibi_learned", 64)
+    ]
+    table = (out / "results.md").read_text()
+    assert "| alibi_learned |" in table and "| 64 | tisa | alibi_learned |" in table
+    # a rerun keeps every finished run
+    capsys.readouterr()
+    saved = (out / "seed-1" / "tisa.json").stat().st_mtime_ns
+    assert experiment.main(argv) == 0
+    assert capsys.readouterr().out.count("kept from") == 6
+    assert (out / "seed-1" / "tisa.json").stat().st_mtime_ns == saved
+    # ... and refuses to mix runs of other settings into the folder
+    with pytest.raises(SystemExit, match="--output-dir: .*other settings"):
+        experiment.main([*argv[:-4], "--steps", "4", "--seeds", "0", "--no-progress"])
+
+
+def test_experiment_bad_input_names_the_argument(tmp_path):
+    out = tmp_path / "or"
+    with pytest.raises(SystemExit, match="--positions"):
         experiment.main(["--positions", "nope", "--output-dir", str(out)])
+    with pytest.raises(SystemExit, match="--seeds"):
+        experiment.main(["--seeds", "1", "1", "--output-dir", str(out)])
+    with pytest.raises(SystemExit, match="--offsets"):
+        experiment.main(["--train-length", "16", "--offsets", "15", "--output-dir", str(out)])
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit, match="--output-dir"):
+        experiment.main(["--output-dir", str(tmp_path / "file")])

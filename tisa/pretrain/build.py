@@ -165,7 +165,7 @@ def build_model(
     position: str = "absolute",
     vocab_size: int = 30000,
     max_positions: int = 512,
-    pad_token_id: int = 0,
+    pad_token_id: int | None = 0,
     num_kernels: int = 5,
     scoring_options: Mapping[str, Any] | None = None,
     attn_implementation: str | None = "sdpa",
@@ -215,7 +215,7 @@ def build_causal_config(
     size: str = "small",
     vocab_size: int = 30000,
     max_positions: int = 512,
-    pad_token_id: int = 0,
+    pad_token_id: int | None = 0,
     **overrides: Any,
 ) -> GPT2Config:
     """GPT-2 config of a named size (hidden size, layers, heads and feed-forward width of
@@ -229,7 +229,7 @@ def build_causal_config(
         size: one of :data:`tisa.pretrain.schemes.SIZES`.
         vocab_size: V, from the tokenizer.
         max_positions: rows of the absolute position table ``wpe`` (``n_positions``).
-        pad_token_id: the tokenizer's padding id.
+        pad_token_id: the tokenizer's padding id (None: inputs without padding).
         **overrides: any other config field (``bos_token_id``, ``n_layer``, ...).
 
     Raises:
@@ -252,6 +252,10 @@ def build_causal_config(
         embd_pdrop=0.0,
         attn_pdrop=0.0,
         pad_token_id=pad_token_id,
+        # GPT-2's own 50256 lies outside any other vocabulary: callers with a tokenizer
+        # pass its ids
+        bos_token_id=None,
+        eos_token_id=None,
     )
     params.update(overrides)
     return GPT2Config(**params)

@@ -1,0 +1,300 @@
+"""Offset retrieval: does a position scheme keep a precise offset beyond its training length?
+
+A causal LM of a pretraining size and position scheme (:mod:`tisa.pretrain.build`) is
+trained from scratch on :mod:`tisa.data.offset_task`: after a marker naming an offset d,
+every token is to be predicted as the content token d positions back. Training uses
+sequences of one length; evaluation scores fresh sequences of several lengths (the same
+sequences for every scheme of a seed): accuracy and loss over all scored positions, and
+accuracy over the positions at or beyond the training length alone, the ones no training
+sequence had. Chance is 1 / vocabulary.
+
+:func:`train_and_evaluate` runs one scheme at one seed; :func:`summarise` turns the runs
+of several seeds into mean ± sd per scheme and length and compares every TISA family
+with every other scheme on the positions beyond the training length, paired by seed, with
+Holm's correction over all comparisons; :func:`markdown` renders both.
+
+Letters: B batch, L sequence length, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tisa.pretrain.schemes import SCHEMES, scoring_family
+from tisa.stats import holm, paired_difference
+
+__all__ = [
+    "TISA_FAMILIES",
+    "extrapolates",
+    "markdown",
+    "summarise",
+    "train_and_evaluate",
+]
+
+# the scoring families of TISA proper (learned f_h(j - i) from kernels), as against the
+# baselines (ALiBi, T5, KERPLE, FIRE, RoPE, no positions)
+TISA_FAMILIES = ("rbf", "rbf_linear", "rbf_log", "rbf_logdist")
+
+
+def extrapolates(position: str) -> bool:
+    """Whether a scheme can read sequences longer than its training length (an absolute
+    table cannot)."""
+    return position in SCHEMES and SCHEMES[position][1] == "remove"
+
+
+def is_tisa(position: str) -> bool:
+    """Whether a scheme is a TISA family that extrapolates."""
+    return extrapolates(position) and scoring_family(position) in TISA_FAMILIES
+
+
+def train_and_evaluate(
+    position: str,
+    *,
+    size: str = "small",
+    train_length: int = 128,
+    eval_lengths: Sequence[int] = (128, 256, 512, 1024),
+    offsets: Sequence[int] = (1, 3, 8, 32),
+    vocab_size: int = 64,
+    steps: int = 2000,
+    batch_size: int = 32,
+    learning_rate: float = 1e-3,
+    tisa_learning_rate: float | None = None,
+    warmup: int = 100,
+    eval_sequences: int = 64,
+    seed: int = 0,
+    device: str = "cpu",
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Trains one scheme on the task and scores it at every evaluation length.
+
+    Same batches, steps and optimiser for every scheme of a seed: AdamW (betas 0.9,
+    0.98), a constant rate after a linear warm-up, gradients clipped at norm 1, the
+    positional parameters at ``tisa_learning_rate`` when given. The evaluation sequences
+    of a length depend on the seed and the length only.
+
+    Returns:
+        ``{"position", "seed", "final_train_loss", "eval": {length: {"status",
+        "accuracy", "loss", "accuracy_beyond_train", "tokens"}}}``; a length an absolute
+        table cannot read has ``status`` "n/a" and a ``reason``.
+    """
+    import torch
+    import torch.nn.functional as F
+    from tqdm.auto import tqdm
+
+    from tisa.data.offset_task import offset_batch, total_vocab
+    from tisa.hf import parameter_groups
+    from tisa.pretrain.build import build_model
+
+    options = {"init_threshold": float(train_length)} if scoring_family(position) == "fire" else {}
+    model = build_model(
+        arch="gpt2",
+        size=size,
+        position=position,
+        vocab_size=total_vocab(vocab_size, offsets),
+        max_positions=train_length,
+        pad_token_id=None,  # the task has no padding (and id 0 is a marker)
+        scoring_options=options,
+        seed=seed,
+    ).to(device)
+    groups = parameter_groups(
+        model, learning_rate=learning_rate, tisa_learning_rate=tisa_learning_rate
+    )
+    optimizer = torch.optim.AdamW(groups, betas=(0.9, 0.98))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / max(1, warmup))
+    )
+    gen = torch.Generator().manual_seed(seed)
+    task = dict(vocab_size=vocab_size, offsets=tuple(offsets))
+    model.train()
+    loss = torch.tensor(float("nan"))
+    bar = tqdm(range(steps), desc=f"train {position} (seed {seed})", disable=not progress,
+               leave=False, dynamic_ncols=True)
+    for _ in bar:
+        x, y = offset_batch(batch_size=batch_size, length=train_length, generator=gen, **task)
+        x, y = x.to(device), y.to(device)
+        logits = model(input_ids=x).logits  # (B, L, V): position t predicts labels[t]
+        scored = y != -100
+        loss = F.cross_entropy(logits[scored].float(), y[scored])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    bar.close()
+    model.eval()
+    out: dict[str, Any] = {
+        "position": position, "seed": seed, "final_train_loss": loss.item(), "eval": {},
+    }
+    for length in eval_lengths:
+        if not extrapolates(position) and length > train_length:
+            out["eval"][length] = {"status": "n/a", "reason": f"{train_length} positions"}
+            continue
+        eval_gen = torch.Generator().manual_seed(10_000 + seed * 7919 + length)
+        x, y = offset_batch(batch_size=eval_sequences, length=length, generator=eval_gen, **task)
+        total = correct = beyond = beyond_correct = 0
+        nll = 0.0
+        batch = max(1, 16384 // length)
+        with torch.inference_mode():
+            for start in range(0, eval_sequences, batch):
+                xb, yb = x[start : start + batch].to(device), y[start : start + batch].to(device)
+                logits = model(input_ids=xb).logits.float()
+                scored = yb != -100
+                hit = (logits.argmax(-1) == yb) & scored
+                late = scored & (torch.arange(length, device=device)[None, :] >= train_length)
+                nll += float(F.cross_entropy(logits[scored], yb[scored], reduction="sum"))
+                total += int(scored.sum())
+                correct += int(hit.sum())
+                beyond += int(late.sum())
+                beyond_correct += int((hit & late).sum())
+        out["eval"][length] = {
+            "status": "ok",
+            "accuracy": correct / total,
+            "loss": nll / total,
+            "accuracy_beyond_train": beyond_correct / beyond if beyond else None,
+            "tokens": total,
+        }
+    return out
+
+
+def _cell(run: Mapping[str, Any], length: int) -> Mapping[str, Any]:
+    ev = run["eval"]
+    return ev[length] if length in ev else ev[str(length)]  # int keys, or str after JSON
+
+
+def _mean_sd(values: Sequence[float]) -> dict[str, Any]:
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None
+    return {"mean": mean, "sd": sd, "values": list(values)}
+
+
+def summarise(
+    runs: Mapping[Any, Mapping[str, Mapping[str, Any]]],
+    *,
+    train_length: int,
+    eval_lengths: Sequence[int],
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """Mean ± sd over seeds, and each TISA family against every other scheme.
+
+    Args:
+        runs: ``{seed: {position: run}}``, each run as :func:`train_and_evaluate` returns
+            it (or read back from JSON); every seed must hold the same positions.
+        train_length: the training length.
+        eval_lengths: the lengths to summarise.
+        level: the intervals' confidence level.
+
+    Returns:
+        ``{"seeds", "schemes": {position: {length: {"accuracy": {"mean", "sd", "values"},
+        "accuracy_beyond_train": ... or None} or {"status": "n/a"}}}, "comparisons":
+        [...], "correction"}``. A comparison is a TISA family minus another scheme in
+        accuracy on the positions beyond the training length, at a length past it, paired
+        by seed (:func:`tisa.stats.paired_difference`), with ``p_holm`` over all the
+        comparisons; there are none with fewer than two seeds.
+
+    Raises:
+        ValueError: no runs, or seeds with different positions.
+    """
+    seeds = sorted(runs, key=lambda s: int(s))
+    if not seeds:
+        raise ValueError("runs: expected at least one seed")
+    positions = list(runs[seeds[0]])
+    for seed in seeds[1:]:
+        if sorted(runs[seed]) != sorted(positions):
+            raise ValueError(
+                f"runs: seed {seed} has positions {sorted(runs[seed])}, "
+                f"seed {seeds[0]} has {sorted(positions)}"
+            )
+    schemes: dict[str, dict[int, Any]] = {}
+    for position in positions:
+        per_length: dict[int, Any] = {}
+        for length in eval_lengths:
+            cells = [_cell(runs[s][position], length) for s in seeds]
+            if any(c["status"] != "ok" for c in cells):
+                per_length[length] = {"status": "n/a"}
+                continue
+            beyond = [c["accuracy_beyond_train"] for c in cells]
+            per_length[length] = {
+                "status": "ok",
+                "accuracy": _mean_sd([c["accuracy"] for c in cells]),
+                "accuracy_beyond_train": None if beyond[0] is None else _mean_sd(beyond),
+            }
+        schemes[position] = per_length
+    comparisons: list[dict[str, Any]] = []
+    if len(seeds) >= 2:
+        for length in eval_lengths:
+            if length <= train_length:
+                continue
+            for family in (p for p in positions if is_tisa(p)):
+                for other in positions:
+                    if other == family or schemes[other][length]["status"] != "ok":
+                        continue
+                    a = schemes[family][length]["accuracy_beyond_train"]["values"]
+                    b = schemes[other][length]["accuracy_beyond_train"]["values"]
+                    d = paired_difference(a, b, level=level)
+                    comparisons.append({
+                        "length": length, "family": family, "other": other,
+                        "family_mean": sum(a) / len(a), "other_mean": sum(b) / len(b),
+                        **d.to_dict(),
+                    })
+        for c, p in zip(comparisons, holm([c["p"] for c in comparisons])):
+            c["p_holm"] = p
+    return {
+        "seeds": [int(s) for s in seeds],
+        "schemes": schemes,
+        "comparisons": comparisons,
+        "correction": f"Holm over {len(comparisons)} comparisons",
+    }
+
+
+def _pct(stat: Mapping[str, Any] | None) -> str:
+    if stat is None:
+        return "n/a"
+    sd = stat["sd"]
+    return f"{100 * stat['mean']:.1f}" + ("" if sd is None else f" ± {100 * sd:.1f}")
+
+
+def markdown(summary: Mapping[str, Any], *, settings: Mapping[str, Any]) -> str:
+    """The accuracy table (mean ± sd over seeds, beyond the training length in brackets)
+    and the comparisons, as Markdown."""
+    lengths = [int(n) for n in settings["eval_lengths"]]
+    train = int(settings["train_length"])
+    seeds = summary["seeds"]
+    lines = [
+        f"Offset retrieval: accuracy x 100 on fresh sequences, mean ± sd over seeds "
+        f"{', '.join(map(str, seeds))} (trained at {train}; offsets {list(settings['offsets'])};"
+        f" chance {100 / settings['vocab_size']:.1f}). In brackets: on the positions at or "
+        f"beyond the training length alone.",
+        "",
+        "| position | " + " | ".join(map(str, lengths)) + " |",
+        "|---|" + "---:|" * len(lengths),
+    ]
+    for position, per_length in summary["schemes"].items():
+        cells = []
+        for n in lengths:
+            cell = per_length.get(n) or per_length.get(str(n))
+            if cell["status"] != "ok":
+                cells.append("n/a")
+            elif cell["accuracy_beyond_train"] is None:
+                cells.append(_pct(cell["accuracy"]))
+            else:
+                cells.append(f"{_pct(cell['accuracy'])} ({_pct(cell['accuracy_beyond_train'])})")
+        lines.append(f"| {position} | " + " | ".join(cells) + " |")
+    if summary["comparisons"]:
+        lines += [
+            "",
+            f"TISA family minus each other scheme, accuracy x 100 beyond the training length, "
+            f"paired by seed ({summary['correction']}):",
+            "",
+            "| length | family | other | difference, 95% interval | p (Holm) |",
+            "|---:|---|---|---:|---:|",
+        ]
+        for c in summary["comparisons"]:
+            lines.append(
+                f"| {c['length']} | {c['family']} | {c['other']} | {100 * c['mean']:+.1f} "
+                f"[{100 * c['low']:+.1f}, {100 * c['high']:+.1f}] | {c['p_holm']:.2g} |"
+            )
+    return "\n".join(lines) + "\n"
