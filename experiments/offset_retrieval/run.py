@@ -14,8 +14,16 @@ length (the same sequences for every scheme of a seed). Same seed, batches, step
 optimiser for every scheme; the positional parameters at ``--tisa-learning-rate`` when
 given. Absolute positions cannot represent the longer lengths: n/a.
 
-Each finished run is written at once to ``OUTPUT/seed-S/POSITION.json``; a rerun with the
-same settings keeps those and trains only what is missing. Then ``results.json``
+With ``--positional-lr-sweep R ...`` every scheme with learned positional parameters first
+trains at each rate R for its positional parameters (``--sweep-steps``, seed
+``--sweep-seed``, which is not reported), is scored on fresh sequences of the training
+length, and keeps the rate with the lowest loss there (ties to the smaller rate); the
+schemes without positional parameters train at the backbone's rate alone. The same sweep
+for every such scheme, chosen without a look at the longer lengths or the reported seeds.
+
+Each finished run is written at once to ``OUTPUT/seed-S/POSITION.json`` (a sweep run to
+``OUTPUT/sweep/POSITION-lrR.json``); a rerun with the same settings keeps those and trains
+only what is missing. Then ``results.json``
 (provenance, settings, every run, and the summary: mean ± sd over seeds per scheme and
 length, and every TISA family against every other scheme beyond the training length,
 paired by seed with Holm's correction) and ``results.md``.
@@ -69,7 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--tisa-learning-rate", type=float, default=None)
+    parser.add_argument("--tisa-learning-rate", type=float, default=None,
+                        help="the positional parameters' rate (default: the backbone's)")
+    parser.add_argument("--positional-lr-sweep", type=float, nargs="+", default=None,
+                        metavar="RATE", help="choose each scheme's positional rate among these")
+    parser.add_argument("--sweep-seed", type=int, default=100)
+    parser.add_argument("--sweep-steps", type=int, default=None,
+                        help="training steps of a sweep run (default: --steps)")
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--eval-sequences", type=int, default=64)
     parser.add_argument("--device", default=None)
@@ -96,27 +110,63 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--train-length and --eval-lengths: expected lengths of at least 3")
     if max(args.offsets) >= args.train_length - 1:
         raise SystemExit(f"--offsets must be < --train-length - 1 ({args.train_length - 1})")
+    if args.positional_lr_sweep is not None:
+        if args.tisa_learning_rate is not None:
+            raise SystemExit("--tisa-learning-rate: not with --positional-lr-sweep, which sets it")
+        if min(args.positional_lr_sweep) <= 0:
+            raise SystemExit(f"--positional-lr-sweep: expected positive rates, "
+                             f"got {args.positional_lr_sweep}")
+        if args.sweep_seed in args.seeds:
+            raise SystemExit(f"--sweep-seed: {args.sweep_seed} is a reported seed (--seeds)")
     if args.output_dir.is_file():
         raise SystemExit(f"--output-dir: {args.output_dir} is a file, expected a folder")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     settings = {k: getattr(args, k) for k in RUN_SETTINGS}
+
+    def run_once(position: str, seed: int, path: Path, run_settings: dict[str, Any]) -> dict:
+        run = _saved_run(path, run_settings)
+        if run is None:
+            run = task.train_and_evaluate(
+                position, **run_settings, seed=seed, device=device,
+                progress=not args.no_progress,
+            )
+            write_json(path, {"settings": run_settings, "run": run})
+            print(f"{path.parent.name}, {path.stem}: trained, loss {run['final_train_loss']:.3f}",
+                  flush=True)
+        else:
+            print(f"{path.parent.name}, {path.stem}: kept from {path}", flush=True)
+        return run
+
+    rates: dict[str, float | None] = {p: args.tisa_learning_rate for p in args.positions}
+    sweep: dict[str, Any] = {}
+    if args.positional_lr_sweep is not None:
+        sweep_settings = settings | {
+            "steps": args.sweep_steps or args.steps, "eval_lengths": [args.train_length],
+        }
+        for position in args.positions:
+            if not task.has_positional_parameters(position):
+                rates[position] = None
+                continue
+            losses = {}
+            for rate in sorted(args.positional_lr_sweep):
+                run = run_once(
+                    position, args.sweep_seed,
+                    args.output_dir / "sweep" / f"{position}-lr{rate:g}.json",
+                    sweep_settings | {"tisa_learning_rate": rate},
+                )
+                losses[rate] = task.eval_cell(run, args.train_length)["loss"]
+            rates[position] = task.choose_rate(losses)
+            sweep[position] = {"losses": losses, "chosen": rates[position]}
+            print(f"{position}: positional rate {rates[position]:g} (losses at "
+                  f"{args.train_length}: {losses})", flush=True)
     runs: dict[int, dict[str, Any]] = {}
     for seed in args.seeds:
         runs[seed] = {}
         for position in args.positions:
-            path = args.output_dir / f"seed-{seed}" / f"{position}.json"
-            run = _saved_run(path, settings)
-            if run is None:
-                run = task.train_and_evaluate(
-                    position, **settings, seed=seed, device=device,
-                    progress=not args.no_progress,
-                )
-                write_json(path, {"settings": settings, "run": run})
-                print(f"seed {seed}, {position}: trained, loss {run['final_train_loss']:.3f}",
-                      flush=True)
-            else:
-                print(f"seed {seed}, {position}: kept from {path}", flush=True)
-            runs[seed][position] = run
+            runs[seed][position] = run_once(
+                position, seed, args.output_dir / f"seed-{seed}" / f"{position}.json",
+                settings | {"tisa_learning_rate": rates[position]},
+            )
     summary = task.summarise(
         runs, train_length=args.train_length, eval_lengths=args.eval_lengths
     )
@@ -124,12 +174,18 @@ def main(argv: list[str] | None = None) -> int:
         "provenance": run_metadata(
             None if argv is None else ["experiments/offset_retrieval/run.py", *argv]
         ),
-        "settings": settings | {"seeds": args.seeds, "device": device},
+        "settings": settings | {
+            "seeds": args.seeds, "device": device, "positional_lr_sweep": args.positional_lr_sweep,
+            "sweep_seed": args.sweep_seed if sweep else None,
+            "sweep_steps": (args.sweep_steps or args.steps) if sweep else None,
+            "positional_rates": rates,
+        },
+        "sweep": sweep,
         "runs": {str(seed): r for seed, r in runs.items()},
         "summary": summary,
     }
     write_json(args.output_dir / "results.json", results)
-    md = task.markdown(summary, settings=settings)
+    md = task.markdown(summary, settings=results["settings"])
     write_atomic(args.output_dir / "results.md", md)
     print(md)
     return 0

@@ -94,3 +94,28 @@ def test_experiment_bad_input_names_the_argument(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(SystemExit, match="--output-dir"):
         experiment.main(["--output-dir", str(tmp_path / "file")])
+
+
+def test_experiment_sweeps_the_positional_rate_of_learned_schemes_only(tmp_path):
+    out = tmp_path / "or"
+    argv = ["--positions", "alibi", "alibi_learned", "--size", "tiny", "--steps", "2"]
+    argv += ["--train-length", "16", "--eval-lengths", "16", "32", "--offsets", "1", "4"]
+    argv += ["--vocab-size", "8", "--eval-sequences", "4", "--output-dir", str(out)]
+    argv += ["--seeds", "0", "--no-progress", "--positional-lr-sweep", "1e-3", "1e-1"]
+    argv += ["--sweep-steps", "3", "--sweep-seed", "7"]
+    assert experiment.main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    sweep = results["sweep"]
+    assert list(sweep) == ["alibi_learned"]  # fixed slopes: nothing to tune
+    losses = {float(r): v for r, v in sweep["alibi_learned"]["losses"].items()}
+    assert set(losses) == {1e-3, 1e-1} and sweep["alibi_learned"]["chosen"] == min(
+        sorted(losses), key=losses.get)
+    saved = json.loads((out / "sweep" / "alibi_learned-lr0.1.json").read_text())
+    assert saved["settings"]["steps"] == 3 and saved["settings"]["eval_lengths"] == [16]
+    final = json.loads((out / "seed-0" / "alibi_learned.json").read_text())
+    assert final["settings"]["tisa_learning_rate"] == sweep["alibi_learned"]["chosen"]
+    assert final["settings"]["steps"] == 2
+    assert results["settings"]["positional_rates"]["alibi"] is None
+    assert "Positional learning rates: alibi_learned" in (out / "results.md").read_text()
+    with pytest.raises(SystemExit, match="--sweep-seed"):
+        experiment.main([*argv[:-2], "--sweep-seed", "0"])

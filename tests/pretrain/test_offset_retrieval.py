@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tisa.pretrain.offset_retrieval import extrapolates, markdown, summarise
+from tisa.pretrain.offset_retrieval import (
+    choose_rate,
+    extrapolates,
+    has_positional_parameters,
+    markdown,
+    summarise,
+)
 
 
 def _run(accuracy: float, beyond: float | None, *, status: str = "ok") -> dict:
@@ -75,3 +81,16 @@ def test_seeds_with_other_positions_are_refused():
 def test_which_schemes_read_past_their_training_length():
     assert extrapolates("tisa") and extrapolates("alibi") and extrapolates("rope")
     assert not extrapolates("absolute") and not extrapolates("absolute+tisa")
+
+
+def test_the_rate_with_the_lowest_finite_loss_is_chosen_ties_to_the_smaller():
+    assert choose_rate({0.1: 1.0, 0.01: 0.5, 0.001: 0.7}) == 0.01
+    assert choose_rate({0.1: 0.5, 0.01: 0.5}) == 0.01
+    assert choose_rate({0.1: float("nan"), 0.01: 2.0}) == 0.01  # a diverged run is not chosen
+    with pytest.raises(ValueError, match="finite"):
+        choose_rate({0.1: float("inf")})
+
+
+def test_schemes_with_learned_positional_parameters():
+    assert has_positional_parameters("rbf_linear") and has_positional_parameters("fire")
+    assert not has_positional_parameters("alibi") and not has_positional_parameters("absolute")

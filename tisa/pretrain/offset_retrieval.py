@@ -8,7 +8,9 @@ sequences for every scheme of a seed): accuracy and loss over all scored positio
 accuracy over the positions at or beyond the training length alone, the ones no training
 sequence had. Chance is 1 / vocabulary.
 
-:func:`train_and_evaluate` runs one scheme at one seed; :func:`summarise` turns the runs
+:func:`train_and_evaluate` runs one scheme at one seed; :func:`choose_rate` picks the
+learning rate of a scheme's positional parameters from a sweep, on the loss at the training
+length of a seed that is not reported; :func:`summarise` turns the runs
 of several seeds into mean ± sd per scheme and length and compares every TISA family
 with every other scheme on the positions beyond the training length, paired by seed, with
 Holm's correction over all comparisons; :func:`markdown` renders both.
@@ -27,7 +29,10 @@ from tisa.stats import holm, paired_difference
 
 __all__ = [
     "TISA_FAMILIES",
+    "choose_rate",
+    "eval_cell",
     "extrapolates",
+    "has_positional_parameters",
     "markdown",
     "summarise",
     "train_and_evaluate",
@@ -47,6 +52,27 @@ def extrapolates(position: str) -> bool:
 def is_tisa(position: str) -> bool:
     """Whether a scheme is a TISA family that extrapolates."""
     return extrapolates(position) and scoring_family(position) in TISA_FAMILIES
+
+
+def has_positional_parameters(position: str) -> bool:
+    """Whether a scheme has learned positional parameters (which a rate sweep tunes)."""
+    from tisa.pretrain.compare import RunSpec
+    from tisa.pretrain.compare import has_positional_parameters as learned
+
+    return learned(RunSpec(position, position, {}, ()))
+
+
+def choose_rate(losses: Mapping[float, float]) -> float:
+    """The rate with the lowest validation loss; ties go to the smaller rate, and a rate
+    whose loss is not finite (a run that diverged) is never chosen.
+
+    Raises:
+        ValueError: no rates, or no rate with a finite loss.
+    """
+    finite = {rate: loss for rate, loss in losses.items() if math.isfinite(loss)}
+    if not finite:
+        raise ValueError(f"losses: expected a finite loss at some rate, got {dict(losses)}")
+    return min(sorted(finite), key=lambda rate: finite[rate])
 
 
 def train_and_evaluate(
@@ -159,7 +185,8 @@ def train_and_evaluate(
     return out
 
 
-def _cell(run: Mapping[str, Any], length: int) -> Mapping[str, Any]:
+def eval_cell(run: Mapping[str, Any], length: int) -> Mapping[str, Any]:
+    """A run's scores at one evaluation length (as returned, or read back from JSON)."""
     ev = run["eval"]
     return ev[length] if length in ev else ev[str(length)]  # int keys, or str after JSON
 
@@ -212,7 +239,7 @@ def summarise(
     for position in positions:
         per_length: dict[int, Any] = {}
         for length in eval_lengths:
-            cells = [_cell(runs[s][position], length) for s in seeds]
+            cells = [eval_cell(runs[s][position], length) for s in seeds]
             if any(c["status"] != "ok" for c in cells):
                 per_length[length] = {"status": "n/a"}
                 continue
@@ -283,6 +310,12 @@ def markdown(summary: Mapping[str, Any], *, settings: Mapping[str, Any]) -> str:
             else:
                 cells.append(f"{_pct(cell['accuracy'])} ({_pct(cell['accuracy_beyond_train'])})")
         lines.append(f"| {position} | " + " | ".join(cells) + " |")
+    swept = {p: r for p, r in (settings.get("positional_rates") or {}).items() if r is not None}
+    if swept:
+        lines += ["", "Positional learning rates: " + ", ".join(
+            f"{p} {r:g}" for p, r in swept.items()) + (
+            f" (chosen on seed {settings['sweep_seed']} at the training length)"
+            if settings.get("sweep_seed") is not None else "") + "."]
     if summary["comparisons"]:
         lines += [
             "",
