@@ -53,3 +53,85 @@ def pretrain_own_rate(root: Path) -> str:
     columns = ["position", "scoring rate", f"val. loss ({train})",
                *(f"test @{n}" for n in lengths), "rise 8x / 16x", "positional params"]
     return markdown_table(columns, body, align="ll" + "r" * (len(columns) - 2))
+
+
+OFFSET_RETRIEVAL = f"{RESULTS}/pretrain/offset-retrieval/results.json"
+
+
+def _pct(stat: dict | None) -> str:
+    if stat is None:
+        return "n/a"
+    sd = "" if stat["sd"] is None else f" ± {100 * stat['sd']:.1f}"
+    return f"{100 * stat['mean']:.1f}{sd}"
+
+
+@table("offset-retrieval", OFFSET_RETRIEVAL)
+def offset_retrieval(root: Path) -> str:
+    """Accuracy of every scheme at every length (beyond the training length in brackets)."""
+    r = read_json(root, OFFSET_RETRIEVAL)
+    st, prov = r["settings"], r["provenance"]
+    lengths = [int(n) for n in st["eval_lengths"]]
+    rates, swept = st.get("positional_rates") or {}, r.get("sweep") or {}
+    rows = []
+    for position, per_length in r["summary"]["schemes"].items():
+        rate = rates.get(position)
+        cells = [f"{rate:g}" if rate is not None else
+                 "none learned" if swept else "the backbone's"]
+        for n in lengths:
+            cell = per_length[str(n)]
+            if cell["status"] != "ok":
+                cells.append("n/a")
+            elif cell["accuracy_beyond_train"] is None:
+                cells.append(_pct(cell["accuracy"]))
+            else:
+                cells.append(f"{_pct(cell['accuracy'])} ({_pct(cell['accuracy_beyond_train'])})")
+        rows.append([position, *cells])
+    columns = ["position", "positional rate", *[f"{n:,}" for n in lengths]]
+    sweep = "" if not swept else (
+        "; positional rates chosen among "
+        f"{', '.join(f'{x:g}' for x in st['positional_lr_sweep'])} on seed {st['sweep_seed']} "
+        f"({st['sweep_steps']} steps, by the loss at the training length)")
+    note = (f"\n\nGPT-2 {st['size']}, trained at {st['train_length']} tokens for {st['steps']} "
+            f"steps of {st['batch_size']} sequences; offsets {st['offsets']}, "
+            f"{st['vocab_size']} content tokens (chance {100 / st['vocab_size']:.1f}); "
+            f"{st['eval_sequences']} sequences a length{sweep}; seeds "
+            f"{', '.join(map(str, st['seeds']))}; {prov.get('threads')} threads on "
+            f"{prov.get('cpu')}, torch {prov.get('torch')}, commit "
+            f"`{(prov.get('commit') or '')[:12]}`; `{prov.get('command')}`\n")
+    return markdown_table(columns, rows, align="ll" + "r" * len(lengths)) + note
+
+
+@table("offset-retrieval-comparisons", OFFSET_RETRIEVAL)
+def offset_retrieval_comparisons(root: Path) -> str:
+    """Each TISA family minus every other scheme beyond the training length, by seed."""
+    s = read_json(root, OFFSET_RETRIEVAL)["summary"]
+    rows = []
+    for c in s["comparisons"]:
+        verdict = ("no difference shown" if c["p_holm"] >= 0.05 else
+                   "TISA ahead" if c["mean"] > 0 else "TISA behind")
+        rows.append([f"{c['length']:,}", c["family"], c["other"],
+                     f"{100 * c['family_mean']:.1f}", f"{100 * c['other_mean']:.1f}",
+                     f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
+                     f"{c['p_holm']:.2g}", verdict])
+    columns = ["length", "TISA family", "other", "its accuracy", "other's",
+               "difference, 95% interval", "p (Holm)", "reading"]
+    return (markdown_table(columns, rows, align="lllrrrrl")
+            + f"\n\n{s['correction']}; paired by seed ({len(s['seeds'])} seeds).\n")
+
+
+@table("offset-retrieval-sweep", OFFSET_RETRIEVAL)
+def offset_retrieval_sweep(root: Path) -> str:
+    """The positional rate sweep: each learned scheme's loss at the training length."""
+    r = read_json(root, OFFSET_RETRIEVAL)
+    st, sweep = r["settings"], r.get("sweep") or {}
+    rates = sorted({float(x) for s in sweep.values() for x in s["losses"]})
+    rows = []
+    for position, s in sweep.items():
+        losses = {float(x): v for x, v in s["losses"].items()}
+        rows.append([position, *(
+            "n/a" if x not in losses else
+            f"**{losses[x]:.3f}**" if x == s["chosen"] else f"{losses[x]:.3f}" for x in rates)])
+    columns = ["position", *[f"rate {x:g}" for x in rates]]
+    return (markdown_table(columns, rows, align="l" + "r" * len(rates))
+            + f"\n\nLoss at {st['train_length']} tokens on seed {st['sweep_seed']}'s fresh "
+            f"sequences after {st['sweep_steps']} steps; the chosen rate in bold.\n")

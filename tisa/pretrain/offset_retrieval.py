@@ -33,6 +33,7 @@ __all__ = [
     "eval_cell",
     "extrapolates",
     "has_positional_parameters",
+    "is_tisa",
     "markdown",
     "summarise",
     "train_and_evaluate",
