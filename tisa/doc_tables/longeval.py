@@ -13,6 +13,8 @@ from tisa.reports.markdown import markdown_table
 LONGEVAL = f"{RESULTS}/longeval/results.json"
 #: the second encoder (paraphrase-MiniLM-L3-v2) and its conversion
 LONGEVAL_L3 = f"{RESULTS}/longeval/l3/results.json"
+#: all-MiniLM-L6-v2 and its conversion at 8,192 tokens (truncate and chunk)
+LONGEVAL_8192 = f"{RESULTS}/longeval/8192/results.json"
 
 
 def _who(model: str, strategy: str, models: list[dict[str, Any]]) -> str:
@@ -125,10 +127,32 @@ def longeval_cost(root: Path, path: str = LONGEVAL) -> str:
     return markdown_table(columns, rows, align="l" + "r" * len(lengths)) + note
 
 
+def longeval_depths(root: Path, path: str) -> str:
+    """Acc@1 per task, model / strategy and length at each depth (over seeds), and the
+    mean over depths."""
+    r = read_json(root, path)
+    depths = [f"{float(d)}" for d in r["settings"]["depths"]]
+    tasks = r["settings"]["tasks"]
+    rows = []
+    for s in sorted(r["summary"], key=lambda s: (tasks.index(s["task"]), s["length"])):
+        by_depth = s["acc1_by_depth"]
+        rows.append([s["task"], _who(s["model"], s["strategy"], r["models"]),
+                     grouped(s["length"]), *[x100(by_depth.get(d), 1) for d in depths],
+                     x100(s["acc1"], 1)])
+    columns = ["task", "model, strategy", "length", *[f"depth {float(d):g}" for d in depths],
+               "mean"]
+    return markdown_table(columns, rows, align="llr" + "r" * (len(depths) + 1))
+
+
 # the same tables for the second encoder
 for _name, _render in (("accuracy", longeval_accuracy), ("comparisons", longeval_comparisons),
                        ("best", longeval_best), ("cost", longeval_cost)):
     table(f"longeval-l3-{_name}", LONGEVAL_L3)(functools.partial(_render, path=LONGEVAL_L3))
+# ... and for the first at 8,192 tokens
+for _name, _render in (("depths", longeval_depths), ("comparisons", longeval_comparisons),
+                       ("cost", longeval_cost)):
+    table(f"longeval-8192-{_name}", LONGEVAL_8192)(
+        functools.partial(_render, path=LONGEVAL_8192))
 
 
 LENGTH_SCALE = f"{RESULTS}/longeval/length-scale/selection.json"
