@@ -108,6 +108,20 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--size: expected one of {tuple(SIZES)}, got {args.size!r}")
     if args.train_length < 3 or min(args.eval_lengths) < 3:
         raise SystemExit("--train-length and --eval-lengths: expected lengths of at least 3")
+    for flag, value, least in (("--steps", args.steps, 1), ("--batch-size", args.batch_size, 1),
+                               ("--vocab-size", args.vocab_size, 2), ("--warmup", args.warmup, 0),
+                               ("--eval-sequences", args.eval_sequences, 1),
+                               ("--sweep-steps",
+                                1 if args.sweep_steps is None else args.sweep_steps, 1)):
+        if value < least:
+            raise SystemExit(f"{flag}: expected an integer of at least {least}, got {value}")
+    for flag, rate in (("--learning-rate", args.learning_rate),
+                       ("--tisa-learning-rate", 1.0 if args.tisa_learning_rate is None
+                        else args.tisa_learning_rate)):
+        if not rate > 0:
+            raise SystemExit(f"{flag}: expected a positive rate, got {rate}")
+    if min(args.offsets) < 1 or len(set(args.offsets)) != len(args.offsets):
+        raise SystemExit(f"--offsets: expected distinct offsets of at least 1, got {args.offsets}")
     if max(args.offsets) >= args.train_length - 1:
         raise SystemExit(f"--offsets must be < --train-length - 1 ({args.train_length - 1})")
     if args.positional_lr_sweep is not None:

@@ -91,6 +91,11 @@ def test_experiment_bad_input_names_the_argument(tmp_path):
         experiment.main(["--seeds", "1", "1", "--output-dir", str(out)])
     with pytest.raises(SystemExit, match="--offsets"):
         experiment.main(["--train-length", "16", "--offsets", "15", "--output-dir", str(out)])
+    for bad in (["--steps", "0"], ["--vocab-size", "1"], ["--offsets", "0", "2"],
+                ["--offsets", "2", "2"], ["--learning-rate", "0"], ["--eval-sequences", "0"],
+                ["--sweep-steps", "0"], ["--tisa-learning-rate", "0"]):
+        with pytest.raises(SystemExit, match=bad[0]):
+            experiment.main([*bad, "--output-dir", str(out)])
     (tmp_path / "file").write_text("")
     with pytest.raises(SystemExit, match="--output-dir"):
         experiment.main(["--output-dir", str(tmp_path / "file")])

@@ -94,3 +94,13 @@ def test_the_rate_with_the_lowest_finite_loss_is_chosen_ties_to_the_smaller():
 def test_schemes_with_learned_positional_parameters():
     assert has_positional_parameters("rbf_linear") and has_positional_parameters("fire")
     assert not has_positional_parameters("alibi") and not has_positional_parameters("absolute")
+
+
+def test_causal_configs_carry_no_gpt2_token_ids_into_other_vocabularies():
+    from tisa.pretrain.build import build_causal_config
+
+    config = build_causal_config(size="tiny", vocab_size=68, pad_token_id=None)
+    assert config.bos_token_id is None and config.eos_token_id is None
+    assert config.pad_token_id is None
+    given = build_causal_config(size="tiny", vocab_size=68, bos_token_id=2, eos_token_id=3)
+    assert (given.bos_token_id, given.eos_token_id, given.pad_token_id) == (2, 3, 0)
