@@ -64,6 +64,9 @@ def test_experiment_on_a_tiny_size_resumes_and_summarises_seeds(tmp_path, capsys
         assert r["status"] == "ok" and 0.0 <= r["accuracy"] <= 1.0 and r["tokens"] > 0
     assert runs["1"]["tisa"]["eval"]["64"]["accuracy_beyond_train"] is not None
     assert runs["1"]["tisa"]["eval"]["16"]["accuracy_beyond_train"] is None
+    # 3 steps: one point of the loss curve (their mean), and the training's wall time
+    assert len(runs["0"]["tisa"]["train_loss_curve"]) == 1
+    assert runs["0"]["tisa"]["train_seconds"] > 0
     summary = results["summary"]
     assert summary["seeds"] == [0, 1]
     # the one TISA family against the one other scheme that reads 64 tokens

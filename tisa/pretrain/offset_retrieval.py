@@ -21,6 +21,7 @@ Letters: B batch, L sequence length, V vocabulary.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,6 +43,8 @@ __all__ = [
 # the scoring families of TISA proper (learned f_h(j - i) from kernels), as against the
 # baselines (ALiBi, T5, KERPLE, FIRE, RoPE, no positions)
 TISA_FAMILIES = ("rbf", "rbf_linear", "rbf_log", "rbf_logdist")
+# training steps per point of a run's ``train_loss_curve``
+CURVE_EVERY = 100
 
 
 def extrapolates(position: str) -> bool:
@@ -102,9 +105,11 @@ def train_and_evaluate(
     of a length depend on the seed and the length only.
 
     Returns:
-        ``{"position", "seed", "final_train_loss", "eval": {length: {"status",
-        "accuracy", "loss", "accuracy_beyond_train", "tokens"}}}``; a length an absolute
-        table cannot read has ``status`` "n/a" and a ``reason``.
+        ``{"position", "seed", "final_train_loss", "train_loss_curve", "train_seconds",
+        "eval": {length: {"status", "accuracy", "loss", "accuracy_beyond_train",
+        "tokens"}}}``: ``train_loss_curve`` holds the mean training loss of every
+        ``CURVE_EVERY`` steps, ``train_seconds`` the wall time of training; a length an
+        absolute table cannot read has ``status`` "n/a" and a ``reason``.
     """
     import torch
     import torch.nn.functional as F
@@ -136,9 +141,12 @@ def train_and_evaluate(
     task = dict(vocab_size=vocab_size, offsets=tuple(offsets))
     model.train()
     loss = torch.tensor(float("nan"))
+    curve: list[float] = []
+    window = 0.0
+    started = time.perf_counter()
     bar = tqdm(range(steps), desc=f"train {position} (seed {seed})", disable=not progress,
                leave=False, dynamic_ncols=True)
-    for _ in bar:
+    for step in bar:
         x, y = offset_batch(batch_size=batch_size, length=train_length, generator=gen, **task)
         x, y = x.to(device), y.to(device)
         logits = model(input_ids=x).logits  # (B, L, V): position t predicts labels[t]
@@ -149,11 +157,17 @@ def train_and_evaluate(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
+        window += loss.item()
+        if (step + 1) % CURVE_EVERY == 0 or step + 1 == steps:
+            curve.append(window / ((step % CURVE_EVERY) + 1))
+            window = 0.0
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
     bar.close()
+    train_seconds = time.perf_counter() - started
     model.eval()
     out: dict[str, Any] = {
-        "position": position, "seed": seed, "final_train_loss": loss.item(), "eval": {},
+        "position": position, "seed": seed, "final_train_loss": loss.item(),
+        "train_loss_curve": curve, "train_seconds": train_seconds, "eval": {},
     }
     for length in eval_lengths:
         if not extrapolates(position) and length > train_length:
