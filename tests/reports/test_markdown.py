@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tisa.reports.markdown import markdown_table
+from tisa.reports.markdown import accuracy_cell, markdown_table, percent
 
 
 def test_table_lines_and_alignment():
@@ -18,3 +18,14 @@ def test_bad_shapes_are_refused():
         markdown_table(["a", "b"], [["x"]])
     with pytest.raises(ValueError, match="align"):
         markdown_table(["a", "b"], [], align="lc")
+
+
+def test_percent_and_accuracy_cells():
+    assert percent(None) == "n/a"
+    assert percent({"mean": 0.837, "sd": None}) == "83.7"
+    assert percent({"mean": 0.837, "sd": 0.021}) == "83.7 ± 2.1"
+    within = {"status": "ok", "accuracy": {"mean": 0.5, "sd": 0.1}, "accuracy_beyond_train": None}
+    assert accuracy_cell(within) == "50.0 ± 10.0"
+    beyond = within | {"accuracy_beyond_train": {"mean": 0.25, "sd": None}}
+    assert accuracy_cell(beyond) == "50.0 ± 10.0 (25.0)"
+    assert accuracy_cell({"status": "n/a", "reason": "128 positions"}) == "n/a"

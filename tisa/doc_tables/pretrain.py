@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tisa.doc_tables.base import RESULTS, grouped, read_json, table
-from tisa.reports.markdown import markdown_table
+from tisa.reports.markdown import accuracy_cell, markdown_table
 
 
 @table("pretrain-scoring-rate-sweep", f"{RESULTS}/pretrain/tisa-lr-sweep/*/results.json",
@@ -58,13 +58,6 @@ def pretrain_own_rate(root: Path) -> str:
 OFFSET_RETRIEVAL = f"{RESULTS}/pretrain/offset-retrieval/results.json"
 
 
-def _pct(stat: dict | None) -> str:
-    if stat is None:
-        return "n/a"
-    sd = "" if stat["sd"] is None else f" ± {100 * stat['sd']:.1f}"
-    return f"{100 * stat['mean']:.1f}{sd}"
-
-
 @table("offset-retrieval", OFFSET_RETRIEVAL)
 def offset_retrieval(root: Path) -> str:
     """Accuracy of every scheme at every length (beyond the training length in brackets)."""
@@ -77,14 +70,7 @@ def offset_retrieval(root: Path) -> str:
         rate = rates.get(position)
         cells = [f"{rate:g}" if rate is not None else
                  "none learned" if swept else "the backbone's"]
-        for n in lengths:
-            cell = per_length[str(n)]
-            if cell["status"] != "ok":
-                cells.append("n/a")
-            elif cell["accuracy_beyond_train"] is None:
-                cells.append(_pct(cell["accuracy"]))
-            else:
-                cells.append(f"{_pct(cell['accuracy'])} ({_pct(cell['accuracy_beyond_train'])})")
+        cells += [accuracy_cell(per_length[str(n)]) for n in lengths]
         rows.append([position, *cells])
     columns = ["position", "positional rate", *[f"{n:,}" for n in lengths]]
     sweep = "" if not swept else (

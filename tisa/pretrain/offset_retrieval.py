@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tisa.pretrain.schemes import SCHEMES, scoring_family
+from tisa.reports.markdown import accuracy_cell
 from tisa.stats import holm, paired_difference
 
 __all__ = [
@@ -292,13 +293,6 @@ def summarise(
     }
 
 
-def _pct(stat: Mapping[str, Any] | None) -> str:
-    if stat is None:
-        return "n/a"
-    sd = stat["sd"]
-    return f"{100 * stat['mean']:.1f}" + ("" if sd is None else f" ± {100 * sd:.1f}")
-
-
 def markdown(summary: Mapping[str, Any], *, settings: Mapping[str, Any]) -> str:
     """The accuracy table (mean ± sd over seeds, beyond the training length in brackets)
     and the comparisons, as Markdown."""
@@ -315,15 +309,7 @@ def markdown(summary: Mapping[str, Any], *, settings: Mapping[str, Any]) -> str:
         "|---|" + "---:|" * len(lengths),
     ]
     for position, per_length in summary["schemes"].items():
-        cells = []
-        for n in lengths:
-            cell = per_length.get(n) or per_length.get(str(n))
-            if cell["status"] != "ok":
-                cells.append("n/a")
-            elif cell["accuracy_beyond_train"] is None:
-                cells.append(_pct(cell["accuracy"]))
-            else:
-                cells.append(f"{_pct(cell['accuracy'])} ({_pct(cell['accuracy_beyond_train'])})")
+        cells = [accuracy_cell(per_length.get(n) or per_length.get(str(n))) for n in lengths]
         lines.append(f"| {position} | " + " | ".join(cells) + " |")
     swept = {p: r for p, r in (settings.get("positional_rates") or {}).items() if r is not None}
     if swept:

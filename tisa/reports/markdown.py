@@ -6,14 +6,17 @@
     # | run | loss |
     # |---|---:|
     # | tisa | 4.84 |
+    accuracy_cell({"status": "ok", "accuracy": {"mean": 0.837, "sd": 0.021},
+                   "accuracy_beyond_train": None})
+    # '83.7 ± 2.1'
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["markdown_table"]
+__all__ = ["accuracy_cell", "markdown_table", "percent"]
 
 
 def markdown_table(
@@ -45,3 +48,23 @@ def markdown_table(
 
 def _line(cells: Sequence[Any]) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def percent(stat: Mapping[str, Any] | None) -> str:
+    """A ``{"mean", "sd"}`` fraction x 100 as ``"mean ± sd"`` (no sd when it is None);
+    ``"n/a"`` for None."""
+    if stat is None:
+        return "n/a"
+    sd = stat["sd"]
+    return f"{100 * stat['mean']:.1f}" + ("" if sd is None else f" ± {100 * sd:.1f}")
+
+
+def accuracy_cell(cell: Mapping[str, Any]) -> str:
+    """One length of a summarised evaluation: its accuracy (:func:`percent`), then the
+    accuracy on the positions beyond the training length in brackets when it has one;
+    ``"n/a"`` when the length was not scored (``status`` other than ``"ok"``)."""
+    if cell["status"] != "ok":
+        return "n/a"
+    if cell["accuracy_beyond_train"] is None:
+        return percent(cell["accuracy"])
+    return f"{percent(cell['accuracy'])} ({percent(cell['accuracy_beyond_train'])})"
