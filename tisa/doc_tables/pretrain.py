@@ -1,7 +1,8 @@
-"""Tables of pretraining: the scoring rate sweep and the position schemes at their own rate."""
+"""Tables of pretraining: the scoring rate sweep, schemes at their own rate, offset retrieval."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 from tisa.doc_tables.base import RESULTS, grouped, read_json, table
@@ -55,69 +56,78 @@ def pretrain_own_rate(root: Path) -> str:
     return markdown_table(columns, body, align="ll" + "r" * (len(columns) - 2))
 
 
-OFFSET_RETRIEVAL = f"{RESULTS}/pretrain/offset-retrieval/results.json"
+def _offset_retrieval_tables(name: str, results: str) -> None:
+    """Registers the tables ``name``, ``name-sweep`` and ``name-comparisons`` of one run of
+    ``experiments/offset_retrieval/run.py`` (its ``results.json``)."""
+
+    @table(name, results)
+    def accuracy(root: Path) -> str:
+        """Accuracy of every scheme at every length (beyond the training length in brackets)."""
+        r = read_json(root, results)
+        st, prov = r["settings"], r["provenance"]
+        lengths = [int(n) for n in st["eval_lengths"]]
+        rates, swept = st.get("positional_rates") or {}, r.get("sweep") or {}
+        rows = []
+        for position, per_length in r["summary"]["schemes"].items():
+            rate = rates.get(position)
+            cells = [f"{rate:g}" if rate is not None else
+                     "none learned" if swept else "the backbone's"]
+            cells += [accuracy_cell(per_length[str(n)]) for n in lengths]
+            rows.append([position, *cells])
+        columns = ["position", "positional rate", *[f"{n:,}" for n in lengths]]
+        sweep = "" if not swept else (
+            "; positional rates chosen among "
+            f"{', '.join(f'{x:g}' for x in st['positional_lr_sweep'])} on seed "
+            f"{st['sweep_seed']} ({st['sweep_steps']} steps, by the loss at the training length)")
+        minutes = [run["train_seconds"] / 60 for seed in r["runs"].values()
+                   for run in seed.values() if "train_seconds" in run]
+        took = "" if not minutes else (
+            f"; training took {statistics.median(minutes):.1f} min a run (median, range "
+            f"{min(minutes):.1f}-{max(minutes):.1f})")
+        note = (f"\n\nGPT-2 {st['size']}, trained at {st['train_length']} tokens for "
+                f"{st['steps']} steps of {st['batch_size']} sequences; offsets {st['offsets']}, "
+                f"{st['vocab_size']} content tokens (chance {100 / st['vocab_size']:.1f}); "
+                f"{st['eval_sequences']} sequences a length{sweep}; seeds "
+                f"{', '.join(map(str, st['seeds']))}{took}; {prov.get('threads')} threads on "
+                f"{prov.get('cpu')}, torch {prov.get('torch')}, commit "
+                f"`{(prov.get('commit') or '')[:12]}`; `{prov.get('command')}`\n")
+        return markdown_table(columns, rows, align="ll" + "r" * len(lengths)) + note
+
+    @table(f"{name}-comparisons", results)
+    def comparisons(root: Path) -> str:
+        """Each TISA family minus every other scheme beyond the training length, by seed."""
+        s = read_json(root, results)["summary"]
+        rows = []
+        for c in s["comparisons"]:
+            verdict = ("no difference shown" if c["p_holm"] >= 0.05 else
+                       "TISA ahead" if c["mean"] > 0 else "TISA behind")
+            rows.append([f"{c['length']:,}", c["family"], c["other"],
+                         f"{100 * c['family_mean']:.1f}", f"{100 * c['other_mean']:.1f}",
+                         f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
+                         f"{c['p_holm']:.2g}", verdict])
+        columns = ["length", "TISA family", "other", "its accuracy", "other's",
+                   "difference, 95% interval", "p (Holm)", "reading"]
+        return (markdown_table(columns, rows, align="lllrrrrl")
+                + f"\n\n{s['correction']}; paired by seed ({len(s['seeds'])} seeds).\n")
+
+    @table(f"{name}-sweep", results)
+    def sweep(root: Path) -> str:
+        """The positional rate sweep: each learned scheme's loss at the training length."""
+        r = read_json(root, results)
+        st, swept = r["settings"], r.get("sweep") or {}
+        rates = sorted({float(x) for s in swept.values() for x in s["losses"]})
+        rows = []
+        for position, s in swept.items():
+            losses = {float(x): v for x, v in s["losses"].items()}
+            rows.append([position, *(
+                "n/a" if x not in losses else
+                f"**{losses[x]:.3f}**" if x == s["chosen"] else f"{losses[x]:.3f}"
+                for x in rates)])
+        columns = ["position", *[f"rate {x:g}" for x in rates]]
+        return (markdown_table(columns, rows, align="l" + "r" * len(rates))
+                + f"\n\nLoss at {st['train_length']} tokens on seed {st['sweep_seed']}'s fresh "
+                f"sequences after {st['sweep_steps']} steps; the chosen rate in bold.\n")
 
 
-@table("offset-retrieval", OFFSET_RETRIEVAL)
-def offset_retrieval(root: Path) -> str:
-    """Accuracy of every scheme at every length (beyond the training length in brackets)."""
-    r = read_json(root, OFFSET_RETRIEVAL)
-    st, prov = r["settings"], r["provenance"]
-    lengths = [int(n) for n in st["eval_lengths"]]
-    rates, swept = st.get("positional_rates") or {}, r.get("sweep") or {}
-    rows = []
-    for position, per_length in r["summary"]["schemes"].items():
-        rate = rates.get(position)
-        cells = [f"{rate:g}" if rate is not None else
-                 "none learned" if swept else "the backbone's"]
-        cells += [accuracy_cell(per_length[str(n)]) for n in lengths]
-        rows.append([position, *cells])
-    columns = ["position", "positional rate", *[f"{n:,}" for n in lengths]]
-    sweep = "" if not swept else (
-        "; positional rates chosen among "
-        f"{', '.join(f'{x:g}' for x in st['positional_lr_sweep'])} on seed {st['sweep_seed']} "
-        f"({st['sweep_steps']} steps, by the loss at the training length)")
-    note = (f"\n\nGPT-2 {st['size']}, trained at {st['train_length']} tokens for {st['steps']} "
-            f"steps of {st['batch_size']} sequences; offsets {st['offsets']}, "
-            f"{st['vocab_size']} content tokens (chance {100 / st['vocab_size']:.1f}); "
-            f"{st['eval_sequences']} sequences a length{sweep}; seeds "
-            f"{', '.join(map(str, st['seeds']))}; {prov.get('threads')} threads on "
-            f"{prov.get('cpu')}, torch {prov.get('torch')}, commit "
-            f"`{(prov.get('commit') or '')[:12]}`; `{prov.get('command')}`\n")
-    return markdown_table(columns, rows, align="ll" + "r" * len(lengths)) + note
-
-
-@table("offset-retrieval-comparisons", OFFSET_RETRIEVAL)
-def offset_retrieval_comparisons(root: Path) -> str:
-    """Each TISA family minus every other scheme beyond the training length, by seed."""
-    s = read_json(root, OFFSET_RETRIEVAL)["summary"]
-    rows = []
-    for c in s["comparisons"]:
-        verdict = ("no difference shown" if c["p_holm"] >= 0.05 else
-                   "TISA ahead" if c["mean"] > 0 else "TISA behind")
-        rows.append([f"{c['length']:,}", c["family"], c["other"],
-                     f"{100 * c['family_mean']:.1f}", f"{100 * c['other_mean']:.1f}",
-                     f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
-                     f"{c['p_holm']:.2g}", verdict])
-    columns = ["length", "TISA family", "other", "its accuracy", "other's",
-               "difference, 95% interval", "p (Holm)", "reading"]
-    return (markdown_table(columns, rows, align="lllrrrrl")
-            + f"\n\n{s['correction']}; paired by seed ({len(s['seeds'])} seeds).\n")
-
-
-@table("offset-retrieval-sweep", OFFSET_RETRIEVAL)
-def offset_retrieval_sweep(root: Path) -> str:
-    """The positional rate sweep: each learned scheme's loss at the training length."""
-    r = read_json(root, OFFSET_RETRIEVAL)
-    st, sweep = r["settings"], r.get("sweep") or {}
-    rates = sorted({float(x) for s in sweep.values() for x in s["losses"]})
-    rows = []
-    for position, s in sweep.items():
-        losses = {float(x): v for x, v in s["losses"].items()}
-        rows.append([position, *(
-            "n/a" if x not in losses else
-            f"**{losses[x]:.3f}**" if x == s["chosen"] else f"{losses[x]:.3f}" for x in rates)])
-    columns = ["position", *[f"rate {x:g}" for x in rates]]
-    return (markdown_table(columns, rows, align="l" + "r" * len(rates))
-            + f"\n\nLoss at {st['train_length']} tokens on seed {st['sweep_seed']}'s fresh "
-            f"sequences after {st['sweep_steps']} steps; the chosen rate in bold.\n")
+# 1,000 steps of rbf_linear, ALiBi and FIRE
+_offset_retrieval_tables("offset-retrieval", f"{RESULTS}/pretrain/offset-retrieval/results.json")
