@@ -64,6 +64,12 @@ def test_experiment_on_a_tiny_size_resumes_and_summarises_seeds(tmp_path, capsys
         assert r["status"] == "ok" and 0.0 <= r["accuracy"] <= 1.0 and r["tokens"] > 0
     assert runs["1"]["tisa"]["eval"]["64"]["accuracy_beyond_train"] is not None
     assert runs["1"]["tisa"]["eval"]["16"]["accuracy_beyond_train"] is None
+    # the accuracy by block of 16 positions and by offset, each a split of the same hits
+    cell = runs["1"]["tisa"]["eval"]["64"]
+    assert len(cell["accuracy_by_block"]) == 4 and set(cell["accuracy_by_offset"]) == {"1", "4"}
+    for part in (cell["accuracy_by_block"], list(cell["accuracy_by_offset"].values())):
+        known = [a for a in part if a is not None]
+        assert known and min(known) <= cell["accuracy"] + 1e-9 <= max(known) + 2e-9
     # 3 steps: one point of the loss curve (their mean), and the training's wall time
     assert len(runs["0"]["tisa"]["train_loss_curve"]) == 1
     assert runs["0"]["tisa"]["train_seconds"] > 0

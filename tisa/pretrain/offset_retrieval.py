@@ -108,9 +108,14 @@ def train_and_evaluate(
     Returns:
         ``{"position", "seed", "final_train_loss", "train_loss_curve", "train_seconds",
         "eval": {length: {"status", "accuracy", "loss", "accuracy_beyond_train",
-        "tokens"}}}``: ``train_loss_curve`` holds the mean training loss of every
-        ``CURVE_EVERY`` steps, ``train_seconds`` the wall time of training; a length an
-        absolute table cannot read has ``status`` "n/a" and a ``reason``.
+        "tokens", "accuracy_by_block", "accuracy_by_offset"}}}``: ``train_loss_curve``
+        holds the mean training loss of every ``CURVE_EVERY`` steps, ``train_seconds`` the
+        wall time of training; ``accuracy_by_block`` the accuracy on positions
+        ``[b·T, (b+1)·T)`` for each block b of the training length T, and
+        ``accuracy_by_offset`` the accuracy on the sequences asking for each offset (keys
+        are the offsets as strings), so a fall with length can be told apart as distance
+        from the marker or as one offset lost; a length an absolute table cannot read has
+        ``status`` "n/a" and a ``reason``.
     """
     import torch
     import torch.nn.functional as F
@@ -178,6 +183,10 @@ def train_and_evaluate(
         x, y = offset_batch(batch_size=eval_sequences, length=length, generator=eval_gen, **task)
         total = correct = beyond = beyond_correct = 0
         nll = 0.0
+        blocks = -(-length // train_length)
+        block_hits, block_scored = torch.zeros(blocks), torch.zeros(blocks)
+        offset_hits, offset_scored = torch.zeros(len(offsets)), torch.zeros(len(offsets))
+        block_of = torch.arange(length) // train_length  # (L,)
         batch = max(1, 16384 // length)
         with torch.inference_mode():
             for start in range(0, eval_sequences, batch):
@@ -191,14 +200,27 @@ def train_and_evaluate(
                 correct += int(hit.sum())
                 beyond += int(late.sum())
                 beyond_correct += int((hit & late).sum())
+                hit, scored, which = hit.cpu(), scored.cpu(), xb[:, 0].cpu()  # marker id (B,)
+                block_hits.index_add_(0, block_of, hit.sum(0).float())
+                block_scored.index_add_(0, block_of, scored.sum(0).float())
+                offset_hits.index_add_(0, which, hit.sum(1).float())
+                offset_scored.index_add_(0, which, scored.sum(1).float())
         out["eval"][length] = {
             "status": "ok",
             "accuracy": correct / total,
             "loss": nll / total,
             "accuracy_beyond_train": beyond_correct / beyond if beyond else None,
             "tokens": total,
+            "accuracy_by_block": _ratios(block_hits, block_scored),
+            "accuracy_by_offset": dict(zip(
+                map(str, offsets), _ratios(offset_hits, offset_scored), strict=True)),
         }
     return out
+
+
+def _ratios(hits: Any, scored: Any) -> list[float | None]:
+    """hits / scored element by element; None where nothing was scored."""
+    return [None if n == 0 else float(h / n) for h, n in zip(hits, scored, strict=True)]
 
 
 def eval_cell(run: Mapping[str, Any], length: int) -> Mapping[str, Any]:
