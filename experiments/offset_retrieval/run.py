@@ -22,7 +22,8 @@ schemes without positional parameters train at the backbone's rate alone. The sa
 for every such scheme, chosen without a look at the longer lengths or the reported seeds.
 
 Each finished run is written at once to ``OUTPUT/seed-S/POSITION.json`` (a sweep run to
-``OUTPUT/sweep/POSITION-lrR.json``); a rerun with the same settings keeps those and trains
+``OUTPUT/sweep/POSITION-lrR.json``), with ``--save-models`` its weights to
+``OUTPUT/seed-S/POSITION.pt``; a rerun with the same settings keeps those and trains
 only what is missing. Then ``results.json``
 (provenance, settings, every run, and the summary: mean ± sd over seeds per scheme and
 length, and every TISA family against every other scheme beyond the training length,
@@ -87,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--eval-sequences", type=int, default=64)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--save-models", action="store_true",
+                        help="also write each reported run's weights to seed-S/POSITION.pt")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
 
@@ -137,12 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     settings = {k: getattr(args, k) for k in RUN_SETTINGS}
 
-    def run_once(position: str, seed: int, path: Path, run_settings: dict[str, Any]) -> dict:
+    def run_once(position: str, seed: int, path: Path, run_settings: dict[str, Any],
+                 save_model: bool = False) -> dict:
         run = _saved_run(path, run_settings)
         if run is None:
             run = task.train_and_evaluate(
                 position, **run_settings, seed=seed, device=device,
                 progress=not args.no_progress,
+                save_model=path.with_suffix(".pt") if save_model else None,
             )
             write_json(path, {"settings": run_settings, "run": run})
             print(f"{path.parent.name}, {path.stem}: trained, loss {run['final_train_loss']:.3f}",
@@ -179,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         for position in args.positions:
             runs[seed][position] = run_once(
                 position, seed, args.output_dir / f"seed-{seed}" / f"{position}.json",
-                settings | {"tisa_learning_rate": rates[position]},
+                settings | {"tisa_learning_rate": rates[position]}, save_model=args.save_models,
             )
     summary = task.summarise(
         runs, train_length=args.train_length, eval_lengths=args.eval_lengths

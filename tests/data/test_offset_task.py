@@ -133,3 +133,22 @@ def test_experiment_sweeps_the_positional_rate_of_learned_schemes_only(tmp_path)
     assert "Positional learning rates: alibi_learned" in (out / "results.md").read_text()
     with pytest.raises(SystemExit, match="--sweep-seed"):
         experiment.main([*argv[:-2], "--sweep-seed", "0"])
+
+
+def test_experiment_saves_the_weights_of_reported_runs(tmp_path):
+    from tisa.pretrain.build import build_model
+
+    out = tmp_path / "or"
+    argv = ["--positions", "alibi_learned", "--size", "tiny", "--steps", "2", "--seeds", "0"]
+    argv += ["--train-length", "16", "--eval-lengths", "16", "--offsets", "1", "4"]
+    argv += ["--vocab-size", "8", "--eval-sequences", "4", "--output-dir", str(out)]
+    argv += ["--no-progress", "--save-models"]
+    argv += ["--positional-lr-sweep", "1e-2", "--sweep-steps", "1"]
+    assert experiment.main(argv) == 0
+    assert not list((out / "sweep").glob("*.pt"))  # sweep runs keep no weights
+    state = torch.load(out / "seed-0" / "alibi_learned.pt", weights_only=True)
+    model = build_model(arch="gpt2", size="tiny", position="alibi_learned", seed=0,
+                        vocab_size=total_vocab(8, [1, 4]), max_positions=16, pad_token_id=None)
+    untrained = {n: t.clone() for n, t in model.state_dict().items()}
+    model.load_state_dict(state)  # strict: the tensors of a model of the run's settings
+    assert any(not torch.equal(state[n], untrained[n]) for n in untrained)  # trained ones

@@ -20,11 +20,14 @@ Letters: B batch, L sequence length, V vocabulary.
 
 from __future__ import annotations
 
+import io
 import math
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from tisa.files import write_atomic
 from tisa.pretrain.schemes import SCHEMES, scoring_family
 from tisa.reports.markdown import accuracy_cell
 from tisa.stats import holm, paired_difference
@@ -97,13 +100,15 @@ def train_and_evaluate(
     seed: int = 0,
     device: str = "cpu",
     progress: bool = True,
+    save_model: str | Path | None = None,
 ) -> dict[str, Any]:
     """Trains one scheme on the task and scores it at every evaluation length.
 
     Same batches, steps and optimiser for every scheme of a seed: AdamW (betas 0.9,
     0.98), a constant rate after a linear warm-up, gradients clipped at norm 1, the
     positional parameters at ``tisa_learning_rate`` when given. The evaluation sequences
-    of a length depend on the seed and the length only.
+    of a length depend on the seed and the length only. With ``save_model``, the trained
+    model's ``state_dict`` is written there (``torch.save``) before it is scored.
 
     Returns:
         ``{"position", "seed", "final_train_loss", "train_loss_curve", "train_seconds",
@@ -171,6 +176,10 @@ def train_and_evaluate(
     bar.close()
     train_seconds = time.perf_counter() - started
     model.eval()
+    if save_model is not None:  # the trained weights, for the learned f_h (atomic write)
+        buffer = io.BytesIO()
+        torch.save(model.state_dict(), buffer)
+        write_atomic(save_model, buffer.getvalue())
     out: dict[str, Any] = {
         "position": position, "seed": seed, "final_train_loss": loss.item(),
         "train_loss_curve": curve, "train_seconds": train_seconds, "eval": {},
