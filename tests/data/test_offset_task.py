@@ -152,3 +152,49 @@ def test_experiment_saves_the_weights_of_reported_runs(tmp_path):
     untrained = {n: t.clone() for n, t in model.state_dict().items()}
     model.load_state_dict(state)  # strict: the tensors of a model of the run's settings
     assert any(not torch.equal(state[n], untrained[n]) for n in untrained)  # trained ones
+
+
+_PROFILES = _PATH.parent / "profiles.py"
+_spec_p = importlib.util.spec_from_file_location("offset_retrieval_profiles", _PROFILES)
+profiles = importlib.util.module_from_spec(_spec_p)
+sys.modules.setdefault("offset_retrieval_profiles", profiles)
+_spec_p.loader.exec_module(profiles)
+
+
+def test_profiles_of_saved_runs_give_each_scheme_its_learned_bias(tmp_path):
+    from tisa.hf.install import iter_scorers
+    from tisa.pretrain.offset_retrieval import build_task_model
+
+    out = tmp_path / "or"
+    argv = ["--positions", "absolute", "alibi_learned", "fire", "--size", "tiny"]
+    argv += ["--steps", "2", "--seeds", "3", "--train-length", "16", "--eval-lengths", "16", "40"]
+    argv += ["--offsets", "1", "4", "--vocab-size", "8", "--eval-sequences", "2"]
+    argv += ["--output-dir", str(out), "--no-progress"]
+    with pytest.raises(SystemExit, match="run_dir: .*results.json not found"):
+        profiles.main([str(out)])
+    assert experiment.main(argv) == 0
+    with pytest.raises(SystemExit, match="run_dir: no saved weights"):
+        profiles.main([str(out)])
+    assert experiment.main([*argv, "--save-models"]) == 0  # kept runs: still no weights
+    for path in (out / "seed-3").glob("*.json"):
+        path.unlink()
+    assert experiment.main([*argv, "--save-models"]) == 0
+    with pytest.raises(SystemExit, match="--seed: expected one of the run's seeds"):
+        profiles.main([str(out), "--seed", "0"])
+    assert profiles.main([str(out)]) == 0
+    saved = json.loads((out / "profiles.json").read_text())
+    assert (out / "profiles.png").stat().st_size > 0
+    assert saved["seed"] == 3 and saved["length"] == 40 and saved["without_bias"] == ["absolute"]
+    assert saved["distances"] == list(range(40))  # all of them up to 64
+    assert set(saved["schemes"]) == {"alibi_learned", "fire"}
+    # learned slopes: the bias is -slope_h * distance for the trained model's slopes
+    model = build_task_model("alibi_learned", size="tiny", train_length=16, vocab_size=8,
+                             offsets=(1, 4), seed=3)
+    model.load_state_dict(torch.load(out / "seed-3" / "alibi_learned.pt", weights_only=True))
+    _, scorer = next(iter_scorers(model))
+    slopes = scorer.slopes().detach()  # (H,)
+    layer0 = torch.tensor(saved["schemes"]["alibi_learned"][0])  # (H, distances)
+    assert torch.allclose(layer0, -slopes[:, None] * torch.arange(40.0), atol=1e-4)
+    assert profiles.kept_distances(3) == [0, 1, 2]
+    far = profiles.kept_distances(4096)
+    assert far[:65] == list(range(65)) and far[-1] == 4095 and len(far) < 65 + 7 * 33

@@ -34,11 +34,13 @@ from tisa.stats import holm, paired_difference
 
 __all__ = [
     "TISA_FAMILIES",
+    "build_task_model",
     "choose_rate",
     "eval_cell",
     "extrapolates",
     "has_positional_parameters",
     "is_tisa",
+    "last_query_bias",
     "markdown",
     "summarise",
     "train_and_evaluate",
@@ -81,6 +83,54 @@ def choose_rate(losses: Mapping[float, float]) -> float:
     if not finite:
         raise ValueError(f"losses: expected a finite loss at some rate, got {dict(losses)}")
     return min(sorted(finite), key=lambda rate: finite[rate])
+
+
+def build_task_model(
+    position: str,
+    *,
+    size: str = "small",
+    train_length: int = 128,
+    vocab_size: int = 64,
+    offsets: Sequence[int] = (1, 3, 8, 32),
+    seed: int = 0,
+) -> Any:
+    """The causal LM a run of :func:`train_and_evaluate` trains, freshly initialised (a
+    run saved with ``save_model`` loads into it with ``load_state_dict``)."""
+    from tisa.data.offset_task import total_vocab
+    from tisa.pretrain.build import build_model
+
+    options = {"init_threshold": float(train_length)} if scoring_family(position) == "fire" else {}
+    return build_model(
+        arch="gpt2",
+        size=size,
+        position=position,
+        vocab_size=total_vocab(vocab_size, offsets),
+        max_positions=train_length,
+        pad_token_id=None,  # the task has no padding (and id 0 is a marker)
+        scoring_options=options,
+        seed=seed,
+    )
+
+
+def last_query_bias(model: Any, length: int) -> tuple[Any, Any]:
+    """The positional bias every layer adds for the last query of a ``length``-token input.
+
+    That query (position L - 1) sees every offset k = -(L - 1) .. 0 once. For a
+    translation-invariant scheme this is f_h(k); for FIRE's causal normaliser, whose bias
+    depends on the query position too, it is the bias at that position.
+
+    Returns:
+        (offsets (L,) from -(L - 1) to 0, values (layers, H, L)); empty (0, 0, L) values for
+        a model without positional scoring functions (absolute, RoPE).
+    """
+    import torch
+
+    from tisa.hf.install import iter_scorers
+
+    values = [scorer.position_bias(1, length)[:, 0, :].detach().float().cpu()
+              for _, scorer in iter_scorers(model)]  # (H, L) each
+    offsets = torch.arange(-(length - 1), 1)
+    return offsets, torch.stack(values) if values else torch.zeros(0, 0, length)
 
 
 def train_and_evaluate(
@@ -126,20 +176,12 @@ def train_and_evaluate(
     import torch.nn.functional as F
     from tqdm.auto import tqdm
 
-    from tisa.data.offset_task import offset_batch, total_vocab
+    from tisa.data.offset_task import offset_batch
     from tisa.hf import parameter_groups
-    from tisa.pretrain.build import build_model
 
-    options = {"init_threshold": float(train_length)} if scoring_family(position) == "fire" else {}
-    model = build_model(
-        arch="gpt2",
-        size=size,
-        position=position,
-        vocab_size=total_vocab(vocab_size, offsets),
-        max_positions=train_length,
-        pad_token_id=None,  # the task has no padding (and id 0 is a marker)
-        scoring_options=options,
-        seed=seed,
+    model = build_task_model(
+        position, size=size, train_length=train_length, vocab_size=vocab_size,
+        offsets=offsets, seed=seed,
     ).to(device)
     groups = parameter_groups(
         model, learning_rate=learning_rate, tisa_learning_rate=tisa_learning_rate

@@ -84,6 +84,8 @@ def scoring_curves(
     titles: Sequence[str] | None = None,
     suptitle: str | None = None,
     ncols: int = 4,
+    symlog: bool = False,
+    marks: Sequence[float] = (),
 ) -> Figure:
     """f_h(k) of every head, one panel per layer (or per scoring function).
 
@@ -94,6 +96,9 @@ def scoring_curves(
         titles: N panel titles instead (e.g. scoring family names).
         suptitle: figure title.
         ncols: panels per row.
+        symlog: offsets on a symmetric log axis (linear within +-1), so that short
+            offsets stay readable next to long ones.
+        marks: offsets to mark with a dashed line (e.g. minus the training length).
     """
     k = _np(offsets)
     v = _np(values)
@@ -113,6 +118,11 @@ def scoring_curves(
         for h in range(v.shape[1]):
             ax.plot(k, v[idx, h], lw=1.0, label=f"h{h + 1}")
         ax.axvline(0, color="0.6", lw=0.8, ls=":")
+        for mark in marks:
+            ax.axvline(mark, color="0.3", lw=0.8, ls="--")
+        if symlog:
+            ax.set_xscale("symlog", linthresh=1.0)
+            ax.set_xlim(float(k.min()), float(k.max()))
         ax.set_title(titles[idx], fontsize=9)
         ax.set_xlabel("offset k = j - i", fontsize=8)
         ax.set_ylabel("f_h(k)", fontsize=8)
