@@ -37,6 +37,7 @@ __all__ = [
     "build_task_model",
     "choose_rate",
     "eval_cell",
+    "evaluate",
     "extrapolates",
     "has_positional_parameters",
     "is_tisa",
@@ -222,13 +223,48 @@ def train_and_evaluate(
         buffer = io.BytesIO()
         torch.save(model.state_dict(), buffer)
         write_atomic(save_model, buffer.getvalue())
-    out: dict[str, Any] = {
+    scores = evaluate(
+        model, position, train_length=train_length, eval_lengths=eval_lengths,
+        offsets=offsets, vocab_size=vocab_size, eval_sequences=eval_sequences, seed=seed,
+        device=device,
+    )
+    return {
         "position": position, "seed": seed, "final_train_loss": loss.item(),
-        "train_loss_curve": curve, "train_seconds": train_seconds, "eval": {},
+        "train_loss_curve": curve, "train_seconds": train_seconds, "eval": scores,
     }
+
+
+def evaluate(
+    model: Any,
+    position: str,
+    *,
+    train_length: int,
+    eval_lengths: Sequence[int],
+    offsets: Sequence[int],
+    vocab_size: int,
+    eval_sequences: int,
+    seed: int,
+    device: str = "cpu",
+) -> dict[int, dict[str, Any]]:
+    """Scores a trained model of ``position`` at every length of ``eval_lengths``.
+
+    The sequences of a length depend on ``seed`` and the length only, so every scheme of a
+    seed (and a model scored again, e.g. with other attention settings) sees the same ones.
+
+    Returns:
+        ``{length: cell}`` with the cells of :func:`train_and_evaluate`'s ``"eval"``.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from tisa.data.offset_task import offset_batch
+
+    task = dict(vocab_size=vocab_size, offsets=tuple(offsets))
+    model.eval()
+    cells: dict[int, dict[str, Any]] = {}
     for length in eval_lengths:
         if not extrapolates(position) and length > train_length:
-            out["eval"][length] = {"status": "n/a", "reason": f"{train_length} positions"}
+            cells[length] = {"status": "n/a", "reason": f"{train_length} positions"}
             continue
         eval_gen = torch.Generator().manual_seed(10_000 + seed * 7919 + length)
         x, y = offset_batch(batch_size=eval_sequences, length=length, generator=eval_gen, **task)
@@ -256,7 +292,7 @@ def train_and_evaluate(
                 block_scored.index_add_(0, block_of, scored.sum(0).float())
                 offset_hits.index_add_(0, which, hit.sum(1).float())
                 offset_scored.index_add_(0, which, scored.sum(1).float())
-        out["eval"][length] = {
+        cells[length] = {
             "status": "ok",
             "accuracy": correct / total,
             "loss": nll / total,
@@ -266,7 +302,7 @@ def train_and_evaluate(
             "accuracy_by_offset": dict(zip(
                 map(str, offsets), _ratios(offset_hits, offset_scored), strict=True)),
         }
-    return out
+    return cells
 
 
 def _ratios(hits: Any, scored: Any) -> list[float | None]:
