@@ -198,3 +198,39 @@ def test_profiles_of_saved_runs_give_each_scheme_its_learned_bias(tmp_path):
     assert profiles.kept_distances(3) == [0, 1, 2]
     far = profiles.kept_distances(4096)
     assert far[:65] == list(range(65)) and far[-1] == 4095 and len(far) < 65 + 7 * 33
+
+
+_RESCORE = _PATH.parent / "rescore.py"
+_spec_r = importlib.util.spec_from_file_location("offset_retrieval_rescore", _RESCORE)
+rescore = importlib.util.module_from_spec(_spec_r)
+sys.modules.setdefault("offset_retrieval_rescore", rescore)
+_spec_r.loader.exec_module(rescore)
+
+
+def test_rescoring_with_log_n_scaling_changes_only_the_longer_lengths(tmp_path):
+    out = tmp_path / "or"
+    argv = ["--positions", "absolute", "alibi_learned", "fire", "--size", "tiny"]
+    argv += ["--steps", "3", "--seeds", "0", "1", "--train-length", "16"]
+    argv += ["--eval-lengths", "16", "48", "--offsets", "1", "4", "--vocab-size", "8"]
+    argv += ["--eval-sequences", "4", "--output-dir", str(out), "--no-progress"]
+    assert experiment.main(argv) == 0
+    with pytest.raises(SystemExit, match="run_dir: no saved weights"):
+        rescore.main([str(out)])
+    for path in out.glob("seed-*/*.json"):
+        path.unlink()
+    assert experiment.main([*argv, "--save-models"]) == 0
+    with pytest.raises(SystemExit, match="--length-scale"):
+        rescore.main([str(out), "--length-scale", "1"])
+    assert rescore.main([str(out)]) == 0  # N = the training length, 16
+    scaled = json.loads((out / "length-scale-16.json").read_text())
+    before = json.loads((out / "results.json").read_text())["runs"]
+    for seed in ("0", "1"):
+        for position in ("alibi_learned", "fire"):
+            now, then = scaled["runs"][seed][position]["eval"], before[seed][position]["eval"]
+            assert now["16"] == then["16"]  # up to N keys nothing changes
+            assert now["48"]["loss"] != then["48"]["loss"]  # beyond, the logits are scaled
+    assert scaled["not_scaled"] == ["absolute"]
+    assert [(r["position"], r["length"]) for r in scaled["against_unscaled"]] == [
+        ("alibi_learned", 48), ("fire", 48)]
+    assert all("p_holm" in r for r in scaled["against_unscaled"])
+    assert "Scaled minus unscaled" in (out / "length-scale-16.md").read_text()
