@@ -8,12 +8,15 @@ sequences for every scheme of a seed): accuracy and loss over all scored positio
 accuracy over the positions at or beyond the training length alone, the ones no training
 sequence had. Chance is 1 / vocabulary.
 
-:func:`train_and_evaluate` runs one scheme at one seed; :func:`choose_rate` picks the
-learning rate of a scheme's positional parameters from a sweep, on the loss at the training
-length of a seed that is not reported; :func:`summarise` turns the runs
-of several seeds into mean ± sd per scheme and length and compares every TISA family
-with every other scheme on the positions beyond the training length, paired by seed, with
-Holm's correction over all comparisons; :func:`markdown` renders both.
+:func:`train_and_evaluate` runs one scheme at one seed: the model of
+:func:`build_task_model`, scored by :func:`evaluate` (which also scores saved models
+again); :func:`last_query_bias` reads the positional bias a trained model adds;
+:func:`choose_rate` picks the learning rate of a scheme's positional parameters from a
+sweep, on the loss at the training length of a seed that is not reported;
+:func:`summarise` turns the runs of several seeds into mean ± sd per scheme and length and
+compares every TISA family with every other scheme on the positions beyond the training
+length, paired by seed, with Holm's correction over all comparisons; :func:`markdown`
+renders both.
 
 Letters: B batch, L sequence length, V vocabulary.
 """
