@@ -234,3 +234,28 @@ def test_rescoring_with_log_n_scaling_changes_only_the_longer_lengths(tmp_path):
         ("alibi_learned", 48), ("fire", 48)]
     assert all("p_holm" in r for r in scaled["against_unscaled"])
     assert "Scaled minus unscaled" in (out / "length-scale-16.md").read_text()
+
+
+def test_doc_tables_by_offset_and_by_block_average_the_seeds_that_recorded_them(tmp_path):
+    from tisa.doc_tables.pretrain import offset_accuracy_by_block, offset_accuracy_by_offset
+
+    out = tmp_path / "or"
+    argv = ["--positions", "absolute", "alibi", "--size", "tiny", "--steps", "2"]
+    argv += ["--seeds", "0", "1", "--train-length", "16", "--eval-lengths", "16", "40"]
+    argv += ["--offsets", "1", "4", "--vocab-size", "8", "--eval-sequences", "8"]
+    argv += ["--output-dir", str(out), "--no-progress"]
+    assert experiment.main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    cells = [results["runs"][s]["alibi"]["eval"]["40"] for s in ("0", "1")]
+    del results["runs"]["0"]["alibi"]["eval"]["40"]["accuracy_by_block"]  # an older run
+    (out / "results.json").write_text(json.dumps(results))
+    blocks = offset_accuracy_by_block(tmp_path, "or/results.json")
+    assert "| position | 0-15 | 16-31 | 32-39 |" in blocks
+    assert "| alibi | " + " | ".join(  # seed 1's blocks alone
+        f"{100 * a:.1f}" for a in cells[1]["accuracy_by_block"]) + " |" in blocks
+    assert "absolute" not in blocks.split("\n\n")[0]  # it cannot read 40 tokens
+    assert "Fewer seeds recorded it for alibi (1 of 2)" in blocks
+    offsets = offset_accuracy_by_offset(tmp_path, "or/results.json")
+    mean = sum(c["accuracy_by_offset"]["4"] for c in cells) / 2
+    assert "| alibi | 4 | " in offsets and f" {100 * mean:.1f} |" in offsets
+    assert "| absolute | 1 | " in offsets and offsets.count("n/a") >= 2  # no 40 for absolute

@@ -56,9 +56,11 @@ def pretrain_own_rate(root: Path) -> str:
     return markdown_table(columns, body, align="ll" + "r" * (len(columns) - 2))
 
 
-def _offset_retrieval_tables(name: str, results: str) -> None:
+def _offset_retrieval_tables(name: str, results: str, *, diagnostics: bool = False) -> None:
     """Registers the tables ``name``, ``name-sweep`` and ``name-comparisons`` of one run of
-    ``experiments/offset_retrieval/run.py`` (its ``results.json``)."""
+    ``experiments/offset_retrieval/run.py`` (its ``results.json``), and with
+    ``diagnostics`` ``name-by-offset`` and ``name-by-block`` (runs that record the accuracy
+    by offset and by block)."""
 
     @table(name, results)
     def accuracy(root: Path) -> str:
@@ -127,6 +129,72 @@ def _offset_retrieval_tables(name: str, results: str) -> None:
         return (markdown_table(columns, rows, align="l" + "r" * len(rates))
                 + f"\n\nLoss at {st['train_length']} tokens on seed {st['sweep_seed']}'s fresh "
                 f"sequences after {st['sweep_steps']} steps; the chosen rate in bold.\n")
+
+
+    if diagnostics:
+        table(f"{name}-by-offset", results)(lambda root: offset_accuracy_by_offset(root, results))
+        table(f"{name}-by-block", results)(lambda root: offset_accuracy_by_block(root, results))
+
+
+def _seed_means(r: dict, position: str, length: int, key: str) -> tuple[list, int]:
+    """The mean over the seeds that recorded ``key`` at ``length``, element by element,
+    and how many seeds that is."""
+    parts = [run["eval"][str(length)][key] for run in
+             (r["runs"][seed][position] for seed in r["runs"])
+             if key in run["eval"][str(length)]]
+    if key == "accuracy_by_offset":
+        parts = [list(p.values()) for p in parts]
+    means = [None if any(v is None for v in col) else statistics.fmean(col)
+             for col in zip(*parts, strict=True)] if parts else []
+    return means, len(parts)
+
+
+def _seeds_note(counts: dict[str, int], total: int) -> str:
+    fewer = {p: n for p, n in counts.items() if n < total}
+    return "" if not fewer else " Fewer seeds recorded it for " + ", ".join(
+        f"{p} ({n} of {total})" for p, n in fewer.items()) + "."
+
+
+def offset_accuracy_by_offset(root: Path, results: str) -> str:
+    """Offset retrieval: accuracy on the sequences asking for each offset, mean over seeds."""
+    r = read_json(root, results)
+    st = r["settings"]
+    lengths = [int(n) for n in st["eval_lengths"]]
+    rows, counts = [], {}
+    for position, per_length in r["summary"]["schemes"].items():
+        columns_ok = [n for n in lengths if per_length[str(n)]["status"] == "ok"]
+        per_n = {n: _seed_means(r, position, n, "accuracy_by_offset") for n in columns_ok}
+        counts[position] = min((c for _, c in per_n.values()), default=0)
+        for i, offset in enumerate(st["offsets"]):
+            rows.append([position, str(offset), *(
+                "n/a" if n not in per_n or not per_n[n][0] or per_n[n][0][i] is None
+                else f"{100 * per_n[n][0][i]:.1f}" for n in lengths)])
+    columns = ["position", "offset d", *[f"{n:,}" for n in lengths]]
+    seeds = st["seeds"]
+    return (markdown_table(columns, rows, align="ll" + "r" * len(lengths))
+            + f"\n\nAccuracy x 100 on the sequences whose marker names d, mean over "
+            f"seeds {', '.join(map(str, seeds))}.{_seeds_note(counts, len(seeds))}\n")
+
+
+def offset_accuracy_by_block(root: Path, results: str) -> str:
+    """Offset retrieval: accuracy by block of the training length at the longest length."""
+    r = read_json(root, results)
+    st = r["settings"]
+    train, longest = int(st["train_length"]), max(int(n) for n in st["eval_lengths"])
+    blocks = -(-longest // train)
+    rows, counts = [], {}
+    for position, per_length in r["summary"]["schemes"].items():
+        if per_length[str(longest)]["status"] != "ok":
+            continue
+        means, counts[position] = _seed_means(r, position, longest, "accuracy_by_block")
+        rows.append([position, *("n/a" if m is None else f"{100 * m:.1f}"
+                                 for m in means or [None] * blocks)])
+    columns = ["position", *[f"{b * train}-{min(longest, (b + 1) * train) - 1}"
+                             for b in range(blocks)]]
+    return (markdown_table(columns, rows, align="l" + "r" * blocks)
+            + f"\n\nAccuracy x 100 at {longest:,} tokens on each block of {train} "
+            f"positions (the first is the training length), mean over seeds "
+            f"{', '.join(map(str, st['seeds']))}.{_seeds_note(counts, len(st['seeds']))}\n")
 
 
 # 1,000 steps of rbf_linear, ALiBi and FIRE
