@@ -259,3 +259,21 @@ def test_doc_tables_by_offset_and_by_block_average_the_seeds_that_recorded_them(
     mean = sum(c["accuracy_by_offset"]["4"] for c in cells) / 2
     assert "| alibi | 4 | " in offsets and f" {100 * mean:.1f} |" in offsets
     assert "| absolute | 1 | " in offsets and offsets.count("n/a") >= 2  # no 40 for absolute
+
+
+def test_doc_table_of_bias_peaks_measures_each_offset_against_its_neighbours(tmp_path):
+    from tisa.doc_tables.pretrain import offset_bias_peaks
+
+    distances = list(range(10))
+    ramp = [-0.5 * d for d in distances]  # falls with distance: no peak anywhere
+    peaked = [0.0] * 10
+    peaked[3] = 2.0  # one head of one layer peaks at -3
+    (tmp_path / "profiles.json").write_text(json.dumps({
+        "provenance": {"command": "profiles.py run"}, "settings": {"offsets": [1, 3, 9]},
+        "seed": 1, "length": 10, "distances": distances, "without_bias": ["absolute"],
+        "schemes": {"alibi": [[ramp]], "rbf": [[ramp], [ramp, peaked]]},
+    }))
+    text = offset_bias_peaks(tmp_path, "profiles.json")
+    assert "| alibi | -0.50 | -0.50 | n/a |" in text  # no neighbour at -10
+    assert "| rbf | +0.00 | +2.00 | n/a |" in text  # the flat head at -1
+    assert "no positional bias: absolute" in text

@@ -134,6 +134,8 @@ def _offset_retrieval_tables(name: str, results: str, *, diagnostics: bool = Fal
     if diagnostics:
         table(f"{name}-by-offset", results)(lambda root: offset_accuracy_by_offset(root, results))
         table(f"{name}-by-block", results)(lambda root: offset_accuracy_by_block(root, results))
+        profiles = results.rsplit("/", 1)[0] + "/profiles.json"
+        table(f"{name}-peaks", profiles)(lambda root: offset_bias_peaks(root, profiles))
 
 
 def _seed_means(r: dict, position: str, length: int, key: str) -> tuple[list, int]:
@@ -199,3 +201,33 @@ def offset_accuracy_by_block(root: Path, results: str) -> str:
 
 # 1,000 steps of rbf_linear, ALiBi and FIRE
 _offset_retrieval_tables("offset-retrieval", f"{RESULTS}/pretrain/offset-retrieval/results.json")
+
+
+def offset_bias_peaks(root: Path, profiles: str) -> str:
+    """Offset retrieval: how far each scheme's learned bias stands out at the task's offsets.
+
+    For each offset d of the task, the largest over layers and heads of f(-d) minus the
+    larger of its neighbours f(-d + 1) and f(-d - 1): positive where some head puts a peak
+    at -d, at most 0 for a bias that only falls with distance (ALiBi).
+    """
+    p = read_json(root, profiles)
+    st = p["settings"]
+    index = {d: i for i, d in enumerate(p["distances"])}
+    rows = []
+    for position, layers in p["schemes"].items():
+        cells = []
+        for d in st["offsets"]:
+            if not {d - 1, d, d + 1} <= index.keys():
+                cells.append("n/a")
+                continue
+            peak = max(h[index[d]] - max(h[index[d - 1]], h[index[d + 1]])
+                       for layer in layers for h in layer)
+            cells.append(f"{peak:+.2f}")
+        rows.append([position, *cells])
+    columns = ["position", *[f"peak at -{d}" for d in st["offsets"]]]
+    without = ", ".join(p["without_bias"])
+    return (markdown_table(columns, rows, align="l" + "r" * len(st["offsets"]))
+            + f"\n\nThe largest over layers and heads of f(-d) minus the larger of f(-d + 1) "
+            f"and f(-d - 1), in logits, for the last query of a {p['length']:,}-token input; "
+            f"seed {p['seed']}, from `{p['provenance'].get('command')}`"
+            + (f"; no positional bias: {without}" if without else "") + ".\n")
