@@ -201,6 +201,11 @@ def offset_accuracy_by_block(root: Path, results: str) -> str:
 
 # 1,000 steps of rbf_linear, ALiBi and FIRE
 _offset_retrieval_tables("offset-retrieval", f"{RESULTS}/pretrain/offset-retrieval/results.json")
+# 2,000 steps, with the weights saved: by offset, by block and the learned bias too
+_offset_retrieval_tables(
+    "offset-retrieval-2000", f"{RESULTS}/pretrain/offset-retrieval-2000/results.json",
+    diagnostics=True,
+)
 
 
 def offset_bias_peaks(root: Path, profiles: str) -> str:
