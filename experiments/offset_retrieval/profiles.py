@@ -18,7 +18,6 @@ such.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,46 +69,35 @@ def main(argv: list[str] | None = None) -> int:
                         help="tokens of the input (default: the longest evaluation length)")
     args = parser.parse_args(argv)
 
-    results_path = args.run_dir / "results.json"
-    if not results_path.is_file():
-        raise SystemExit(f"run_dir: {results_path} not found; run run.py --save-models first")
+    from tisa.pretrain.offset_retrieval import last_query_bias, load_saved_models, read_results
+
     try:
-        results = json.loads(results_path.read_text(encoding="utf-8"))
-        st = results["settings"]
-        seeds = [int(s) for s in st["seeds"]]
-        positions = list(results["summary"]["schemes"])
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
-        raise SystemExit(f"run_dir: {results_path} is not a results file of run.py ({err})") \
-            from None
+        results = read_results(args.run_dir)
+    except ValueError as err:
+        raise SystemExit(f"run_dir: {err}") from None
+    st = results["settings"]
+    seeds = [int(s) for s in st["seeds"]]
+    positions = list(results["summary"]["schemes"])
     seed = seeds[0] if args.seed is None else args.seed
     if seed not in seeds:
         raise SystemExit(f"--seed: expected one of the run's seeds {seeds}, got {seed}")
     length = max(st["eval_lengths"]) if args.length is None else args.length
     if length < 2:
         raise SystemExit(f"--length: expected at least 2 tokens, got {length}")
-    weights = {p: args.run_dir / f"seed-{seed}" / f"{p}.pt" for p in positions}
-    missing = [str(w) for w in weights.values() if not w.is_file()]
-    if missing:
-        raise SystemExit(f"run_dir: no saved weights {missing}; rerun run.py with "
-                         "--save-models (finished runs without weights must be trained again)")
-
-    import torch
+    try:
+        models = load_saved_models(args.run_dir, st, [(seed, p) for p in positions])
+    except ValueError as err:
+        raise SystemExit(f"run_dir: {err}") from None
 
     from tisa.files import write_json
-    from tisa.pretrain.offset_retrieval import build_task_model, last_query_bias
     from tisa.provenance import run_metadata
     from tisa.reports.figures import save_figure
 
     distances = kept_distances(length)
     schemes: dict[str, Any] = {}
     no_bias = []
-    for position, path in weights.items():
-        model = build_task_model(
-            position, size=st["size"], train_length=st["train_length"],
-            vocab_size=st["vocab_size"], offsets=st["offsets"], seed=seed,
-        )
-        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-        offsets, values = last_query_bias(model.eval(), length)  # (L,), (layers, H, L)
+    for (_, position), model in models.items():
+        offsets, values = last_query_bias(model, length)  # (L,), (layers, H, L)
         if values.numel() == 0:
             no_bias.append(position)
             continue

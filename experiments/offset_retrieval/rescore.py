@@ -24,7 +24,6 @@ models, reported for every scheme and seed: nothing is chosen on these numbers.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,45 +38,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
 
-    results_path = args.run_dir / "results.json"
-    if not results_path.is_file():
-        raise SystemExit(f"run_dir: {results_path} not found; run run.py --save-models first")
+    from tisa.pretrain import offset_retrieval as task
+
     try:
-        results = json.loads(results_path.read_text(encoding="utf-8"))
-        st = results["settings"]
-        runs = results["runs"]
-        seeds = [int(s) for s in st["seeds"]]
-        positions = list(results["summary"]["schemes"])
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
-        raise SystemExit(f"run_dir: {results_path} is not a results file of run.py ({err})") \
-            from None
+        results = task.read_results(args.run_dir)
+    except ValueError as err:
+        raise SystemExit(f"run_dir: {err}") from None
+    st, runs = results["settings"], results["runs"]
+    seeds = [int(s) for s in st["seeds"]]
+    positions = list(results["summary"]["schemes"])
     train = int(st["train_length"])
     scale = train if args.length_scale is None else args.length_scale
     if scale < 2:
         raise SystemExit(f"--length-scale: expected at least 2 tokens, got {scale}")
-    weights = {(s, p): args.run_dir / f"seed-{s}" / f"{p}.pt" for s in seeds for p in positions}
-    missing = [str(w) for w in weights.values() if not w.is_file()]
-    if missing:
-        raise SystemExit(f"run_dir: no saved weights {missing}; rerun run.py with "
-                         "--save-models (finished runs without weights must be trained again)")
+    try:
+        models = task.load_saved_models(
+            args.run_dir, st, [(s, p) for s in seeds for p in positions])
+    except ValueError as err:
+        raise SystemExit(f"run_dir: {err}") from None
 
-    import torch
     from tqdm.auto import tqdm
 
     from tisa.files import write_atomic, write_json
-    from tisa.pretrain import offset_retrieval as task
     from tisa.provenance import run_metadata
     from tisa.stats import holm, paired_difference
 
     lengths = [int(n) for n in st["eval_lengths"]]
     scaled: dict[int, dict[str, Any]] = {}
     unscalable: set[str] = set()
-    for (seed, position), path in tqdm(weights.items(), desc="rescore", dynamic_ncols=True):
-        model = task.build_task_model(
-            position, size=st["size"], train_length=train, vocab_size=st["vocab_size"],
-            offsets=st["offsets"], seed=seed,
-        )
-        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    for (seed, position), model in tqdm(models.items(), desc="rescore", dynamic_ncols=True):
         if getattr(model.config, "tisa", None) is None:  # stock attention: nothing to scale
             unscalable.add(position)
             continue

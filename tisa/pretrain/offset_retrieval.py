@@ -45,7 +45,9 @@ __all__ = [
     "has_positional_parameters",
     "is_tisa",
     "last_query_bias",
+    "load_saved_models",
     "markdown",
+    "read_results",
     "summarise",
     "train_and_evaluate",
 ]
@@ -114,6 +116,56 @@ def build_task_model(
         scoring_options=options,
         seed=seed,
     )
+
+
+def read_results(run_dir: str | Path) -> dict[str, Any]:
+    """The ``results.json`` of an ``experiments/offset_retrieval/run.py`` folder.
+
+    Raises:
+        ValueError: no such file, or one without the run's settings, runs and summary
+            (one line naming the file).
+    """
+    import json
+
+    path = Path(run_dir) / "results.json"
+    if not path.is_file():
+        raise ValueError(f"{path} not found; run run.py --save-models first")
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not a results file of run.py ({err})") from None
+    if not (isinstance(results, dict) and {"settings", "runs", "summary"} <= results.keys()
+            and "seeds" in results["settings"] and "schemes" in results["summary"]):
+        raise ValueError(f"{path} is not a results file of run.py (no settings, runs or "
+                         "summary)")
+    return results
+
+
+def load_saved_models(
+    run_dir: str | Path, settings: Mapping[str, Any], pairs: Sequence[tuple[int, str]]
+) -> dict[tuple[int, str], Any]:
+    """The trained model of every (seed, position) in ``pairs``, from the weights
+    ``run.py --save-models`` wrote (``seed-S/POSITION.pt``), in evaluation mode.
+
+    Raises:
+        ValueError: weights missing for any pair (all of them named).
+    """
+    import torch
+
+    paths = {(s, p): Path(run_dir) / f"seed-{s}" / f"{p}.pt" for s, p in pairs}
+    missing = [str(w) for w in paths.values() if not w.is_file()]
+    if missing:
+        raise ValueError(f"no saved weights {missing}; rerun run.py with --save-models "
+                         "(finished runs without weights must be trained again)")
+    models = {}
+    for (seed, position), path in paths.items():
+        model = build_task_model(
+            position, size=settings["size"], train_length=int(settings["train_length"]),
+            vocab_size=settings["vocab_size"], offsets=settings["offsets"], seed=seed,
+        )
+        model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        models[seed, position] = model.eval()
+    return models
 
 
 def last_query_bias(model: Any, length: int) -> tuple[Any, Any]:
