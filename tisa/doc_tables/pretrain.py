@@ -84,8 +84,9 @@ def _offset_retrieval_tables(name: str, results: str, *, diagnostics: bool = Fal
         minutes = [run["train_seconds"] / 60 for seed in r["runs"].values()
                    for run in seed.values() if "train_seconds" in run]
         took = "" if not minutes else (
-            f"; training took {statistics.median(minutes):.1f} min a run (median, range "
-            f"{min(minutes):.1f}-{max(minutes):.1f})")
+            f"; training wall time {statistics.median(minutes):.1f} min a run (median, range "
+            f"{min(minutes):.1f}-{max(minutes):.1f}; as the runs logged it, with whatever "
+            f"else shared the machine: not a benchmark)")
         note = (f"\n\nGPT-2 {st['size']}, trained at {st['train_length']} tokens for "
                 f"{st['steps']} steps of {st['batch_size']} sequences; offsets {st['offsets']}, "
                 f"{st['vocab_size']} content tokens (chance {100 / st['vocab_size']:.1f}); "
