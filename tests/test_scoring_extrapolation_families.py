@@ -228,3 +228,47 @@ def test_the_positional_rate_group_holds_exactly_the_familys_parameters(family):
     assert not any(id(p) in own for p in others)
     counted = th.positional_parameters(model)["tisa"]
     assert counted == sum(p.numel() for p in groups["tisa"]["params"])
+
+
+# ----------------------------------------------------------------------- clipped offsets
+
+
+@pytest.mark.parametrize("name", ["alibi", "rbf_linear", "fire_length"])
+def test_clipped_offsets_read_every_offset_beyond_k_as_k(name):
+    from tisa.scoring import ClippedOffsets
+
+    scorer = _fire(normalizer="length") if name == "fire_length" else build(name, num_heads=3)
+    clipped = ClippedOffsets(scorer, 5)
+    k = torch.arange(-20, 21)
+    expected = scorer(k.clamp(-5, 5))
+    torch.testing.assert_close(clipped(k), expected)
+    torch.testing.assert_close(clipped(k)[:, 15:26], scorer(k)[:, 15:26])  # |k| <= 5 kept
+    assert clipped.translation_invariant and clipped.family == scorer.family
+    assert not list(clipped.parameters(recurse=False))  # the scorer's own, nothing added
+    torch.testing.assert_close(  # the dense bias is its Toeplitz expansion
+        clipped.position_bias(4, 12), bias_lib.expand(bias_lib.table(clipped, 4, 12), 4, 12))
+    if name == "alibi":  # -m |k| floors at -m K
+        slopes = ALiBiScoring(num_heads=3).slopes
+        torch.testing.assert_close(clipped(torch.tensor([-50])),
+                                   -5 * slopes[:, None].to(torch.float32))
+    else:  # trainable through the clip
+        clipped(k).sum().backward()
+        assert all(p.grad is not None for p in scorer.parameters())
+
+
+def test_clipped_fire_with_the_query_normaliser_sees_no_query_past_k():
+    from tisa.scoring import ClippedOffsets
+
+    scorer = _fire()  # threshold 1.3 * 512: lower it below the lengths used here
+    with torch.no_grad():
+        scorer.l_multiplier.fill_(4 / 512)
+    clipped = ClippedOffsets(scorer, 6)
+    assert not clipped.translation_invariant
+    full = scorer.position_bias(7, 7)
+    torch.testing.assert_close(clipped.position_bias(7, 7), full)  # up to K + 1 tokens: same
+    long = clipped.position_bias(20, 20)  # (H, 20, 20)
+    for i in range(7, 20):  # every later query: the row of query K on distances up to K
+        for j in range(20):
+            torch.testing.assert_close(long[:, i, j], full[:, 6, 6 - min(abs(i - j), 6)])
+    with pytest.raises(ValueError, match="clip_distance"):
+        ClippedOffsets(scorer, 0)

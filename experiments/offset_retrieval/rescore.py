@@ -1,24 +1,38 @@
-"""Offset retrieval scored again with log-n scaling of attention: does dilution explain the fall?
+"""Offset retrieval scored again at inference with log-n scaling and clipped offsets.
 
-    python experiments/offset_retrieval/rescore.py runs/offset-retrieval --length-scale 128
+    python experiments/offset_retrieval/rescore.py runs/offset-retrieval
+    python experiments/offset_retrieval/rescore.py runs/offset-retrieval --clip-distance 127
+    python experiments/offset_retrieval/rescore.py runs/offset-retrieval --length-scale none \
+        --clip-distance 127
 
-A query that sees n keys spreads its attention over more of them as n grows past the
-training length, and the key it needs gets a smaller share. Log-n scaling
-(``tisa.hf.TisaSettings.length_scale``: the content logits of a query that sees n > N keys
-are multiplied by log n / log N; the positional bias is left as it is) counters that
-without training. This script loads every run of a folder written by
+Two ways a trained model may fall beyond its training length, and one inference-time
+remedy for each, switched on for the same trained models without training:
+
+* dilution: a query that sees n keys spreads its attention over more of them as n grows,
+  and the key it needs gets a smaller share. Log-n scaling
+  (``tisa.hf.TisaSettings.length_scale`` N: the content logits of a query that sees
+  n > N keys are multiplied by log n / log N; the positional bias is left as it is)
+  counters that. ``--length-scale N`` (default: the training length; ``none``: off).
+* unseen offsets: a key further away than any the model was trained on gets a bias the
+  model never produced (a linear tail keeps falling; an MLP reads inputs it never saw).
+  Clipped offsets (``tisa.hf.TisaSettings.clip_distance`` K: every offset beyond +-K is
+  read as +-K) give it the bias of the furthest trained offset. ``--clip-distance K``
+  (default ``none``: off; the training length minus 1 is the furthest trained offset).
+
+This script loads every run of a folder written by
 ``experiments/offset_retrieval/run.py --save-models`` (every seed and scheme of its
 ``results.json``; schemes with stock attention, such as absolute, are listed as not
-scaled), switches the scaling on with N = ``--length-scale`` (default: the
-training length) and scores it again on the same sequences
-(:func:`tisa.pretrain.offset_retrieval.evaluate`). Up to N tokens nothing changes, which
-the script checks against the run's own scores.
+changed), switches the chosen remedies on and scores it again on the same sequences
+(:func:`tisa.pretrain.offset_retrieval.evaluate`). Up to N keys and K + 1 tokens nothing
+changes, which the script checks against the run's own scores.
 
-Writes ``length-scale-N.json`` (provenance, the scores of every run, their summary, and
-every scheme scaled minus unscaled on the positions beyond the training length at every
-longer length, paired by seed, with Holm's correction over those comparisons) and
-``length-scale-N.md`` into the run's folder. An inference-time variant of the same trained
-models, reported for every scheme and seed: nothing is chosen on these numbers.
+Writes ``NAME.json`` (provenance, the scores of every run, their summary with every TISA
+family against every other scheme under the same remedy, and every scheme with the remedy
+minus as trained on the positions beyond the training length at every longer length,
+paired by seed, with Holm's correction over those comparisons) and ``NAME.md`` into the
+run's folder; NAME is ``length-scale-N``, ``clip-K`` or ``length-scale-N-clip-K``.
+Inference-time variants of the same trained models, reported for every scheme and seed:
+nothing is chosen on these numbers.
 """
 
 from __future__ import annotations
@@ -29,12 +43,38 @@ from pathlib import Path
 from typing import Any
 
 
+def _tokens(text: str, name: str, least: int) -> int | None:
+    """A number of tokens of at least ``least``, or None for ``none``.
+
+    Raises:
+        SystemExit: anything else, naming the argument.
+    """
+    if text.lower() == "none":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < least:
+        raise SystemExit(f"{name}: expected a number of tokens >= {least} or 'none', got {text!r}")
+    return value
+
+
+def variant_name(length_scale: int | None, clip_distance: int | None) -> str:
+    """The file name (without suffix) of a variant: ``length-scale-N``, ``clip-K`` or both."""
+    parts = [f"length-scale-{length_scale}"] if length_scale is not None else []
+    parts += [f"clip-{clip_distance}"] if clip_distance is not None else []
+    return "-".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="an --output-dir of run.py --save-models")
-    parser.add_argument("--length-scale", type=int, default=None, metavar="N",
+    parser.add_argument("--length-scale", default=None, metavar="N|none",
                         help="scale the logits of queries that see more than N keys "
                              "(default: the training length)")
+    parser.add_argument("--clip-distance", default="none", metavar="K|none",
+                        help="read every offset beyond +-K as +-K (default: none)")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
 
@@ -48,9 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [int(s) for s in st["seeds"]]
     positions = list(results["summary"]["schemes"])
     train = int(st["train_length"])
-    scale = train if args.length_scale is None else args.length_scale
-    if scale < 2:
-        raise SystemExit(f"--length-scale: expected at least 2 tokens, got {scale}")
+    scale = train if args.length_scale is None else _tokens(args.length_scale, "--length-scale", 2)
+    clip = _tokens(args.clip_distance, "--clip-distance", 1)
+    if scale is None and clip is None:
+        raise SystemExit("--length-scale, --clip-distance: both are none; switch one on")
+    # the longest input that neither remedy changes
+    unchanged = min(scale if scale is not None else 10**9, clip + 1 if clip is not None else 10**9)
     try:
         models = task.load_saved_models(
             args.run_dir, st, [(s, p) for s in seeds for p in positions])
@@ -64,13 +107,13 @@ def main(argv: list[str] | None = None) -> int:
     from tisa.stats import holm, paired_difference
 
     lengths = [int(n) for n in st["eval_lengths"]]
-    scaled: dict[int, dict[str, Any]] = {}
-    unscalable: set[str] = set()
+    changed: dict[int, dict[str, Any]] = {}
+    unchangeable: set[str] = set()
     for (seed, position), model in tqdm(models.items(), desc="rescore", dynamic_ncols=True):
-        if getattr(model.config, "tisa", None) is None:  # stock attention: nothing to scale
-            unscalable.add(position)
+        if getattr(model.config, "tisa", None) is None:  # stock attention: nothing to change
+            unchangeable.add(position)
             continue
-        model.config.tisa = dict(model.config.tisa, length_scale=scale)
+        model.config.tisa = dict(model.config.tisa, length_scale=scale, clip_distance=clip)
         cells = task.evaluate(
             model.to(args.device), position, train_length=train, eval_lengths=lengths,
             offsets=st["offsets"], vocab_size=st["vocab_size"],
@@ -79,29 +122,29 @@ def main(argv: list[str] | None = None) -> int:
         original = runs[str(seed)][position]
         for n in lengths:
             before = task.eval_cell(original, n)
-            if n <= scale and before["status"] == "ok" and (
+            if n <= unchanged and before["status"] == "ok" and (
                 abs(cells[n]["accuracy"] - before["accuracy"]) > 1e-9
             ):
                 raise SystemExit(
                     f"run_dir: seed {seed}, {position} at {n} tokens scores "
                     f"{cells[n]['accuracy']:.6f} here and {before['accuracy']:.6f} in the run; "
-                    "up to --length-scale both must agree (other code or weights?)")
-        scaled.setdefault(seed, {})[position] = {"position": position, "seed": seed,
+                    f"up to {unchanged} tokens both must agree (other code or weights?)")
+        changed.setdefault(seed, {})[position] = {"position": position, "seed": seed,
                                                  "eval": cells}
-    positions = [p for p in positions if p not in unscalable]
+    positions = [p for p in positions if p not in unchangeable]
     if not positions:
-        raise SystemExit("run_dir: no scheme of the run has TISA attention to scale")
-    summary = task.summarise(scaled, train_length=train, eval_lengths=lengths)
+        raise SystemExit("run_dir: no scheme of the run has TISA attention to change")
+    summary = task.summarise(changed, train_length=train, eval_lengths=lengths)
     against: list[dict[str, Any]] = []
     for position in positions:
         for n in lengths:
             if n <= train or task.eval_cell(runs[str(seeds[0])][position], n)["status"] != "ok":
                 continue
-            after = [scaled[s][position]["eval"][n]["accuracy_beyond_train"] for s in seeds]
+            after = [changed[s][position]["eval"][n]["accuracy_beyond_train"] for s in seeds]
             before = [task.eval_cell(runs[str(s)][position], n)["accuracy_beyond_train"]
                       for s in seeds]
-            row = {"position": position, "length": n, "scaled_mean": sum(after) / len(after),
-                   "unscaled_mean": sum(before) / len(before)}
+            row = {"position": position, "length": n, "variant_mean": sum(after) / len(after),
+                   "trained_mean": sum(before) / len(before)}
             if len(seeds) >= 2:
                 d = paired_difference(after, before)
                 row |= {"mean": d.mean, "low": d.low, "high": d.high, "p": d.p}
@@ -115,13 +158,14 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "run": {"settings": st, "commit": results["provenance"].get("commit")},
         "length_scale": scale,
-        "not_scaled": sorted(unscalable),
-        "runs": {str(s): r for s, r in scaled.items()},
+        "clip_distance": clip,
+        "not_changed": sorted(unchangeable),
+        "runs": {str(s): r for s, r in changed.items()},
         "summary": summary,
-        "against_unscaled": against,
+        "against_trained": against,
         "correction": f"Holm over {len(against)} comparisons" if len(seeds) >= 2 else None,
     }
-    name = f"length-scale-{scale}"
+    name = variant_name(scale, clip)
     write_json(args.run_dir / f"{name}.json", out)
     md = _markdown(out, seeds)
     write_atomic(args.run_dir / f"{name}.md", md)
@@ -129,20 +173,30 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _describe(out: dict[str, Any]) -> str:
+    parts = []
+    if out["length_scale"] is not None:
+        parts.append(f"log-n scaling past {out['length_scale']} keys")
+    if out["clip_distance"] is not None:
+        parts.append(f"offsets clipped at +-{out['clip_distance']}")
+    return " and ".join(parts)
+
+
 def _markdown(out: dict[str, Any], seeds: list[int]) -> str:
     from tisa.pretrain.offset_retrieval import markdown
 
-    lines = [f"Log-n scaling past {out['length_scale']} keys, the same trained models.", "",
+    variant = _describe(out)
+    lines = [f"The same trained models with {variant}.", "",
              markdown(out["summary"], settings=out["run"]["settings"]).rstrip(), ""]
-    if out["against_unscaled"] and "mean" in out["against_unscaled"][0]:
-        lines += [f"Scaled minus unscaled, accuracy x 100 beyond the training length, paired "
-                  f"by seed ({out['correction']}):", "",
-                  "| length | position | scaled | unscaled | difference, 95% interval | "
+    if out["against_trained"] and "mean" in out["against_trained"][0]:
+        lines += [f"With {variant} minus as trained, accuracy x 100 beyond the training "
+                  f"length, paired by seed ({out['correction']}):", "",
+                  "| length | position | with | as trained | difference, 95% interval | "
                   "p (Holm) |", "|---:|---|---:|---:|---:|---:|"]
-        for r in out["against_unscaled"]:
+        for r in out["against_trained"]:
             lines.append(
-                f"| {r['length']} | {r['position']} | {100 * r['scaled_mean']:.1f} | "
-                f"{100 * r['unscaled_mean']:.1f} | {100 * r['mean']:+.1f} "
+                f"| {r['length']} | {r['position']} | {100 * r['variant_mean']:.1f} | "
+                f"{100 * r['trained_mean']:.1f} | {100 * r['mean']:+.1f} "
                 f"[{100 * r['low']:+.1f}, {100 * r['high']:+.1f}] | {r['p_holm']:.2g} |")
     return "\n".join(lines) + "\n"
 

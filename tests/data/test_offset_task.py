@@ -19,6 +19,15 @@ sys.modules.setdefault("offset_retrieval", experiment)
 _spec.loader.exec_module(experiment)
 
 
+def tiny_argv(out, positions, *, seeds=("0",), steps=2, eval_lengths=("16",), sequences=4):
+    """The arguments of a tiny run of the experiment (GPT-2 tiny, 16 training tokens,
+    offsets 1 and 4, 8 content tokens, no progress bars) into ``out``."""
+    argv = ["--positions", *positions, "--size", "tiny", "--steps", str(steps)]
+    argv += ["--seeds", *seeds, "--train-length", "16", "--eval-lengths", *eval_lengths]
+    argv += ["--offsets", "1", "4", "--vocab-size", "8", "--eval-sequences", str(sequences)]
+    return [*argv, "--output-dir", str(out), "--no-progress"]
+
+
 def test_targets_are_the_tokens_d_positions_back():
     offsets = (1, 3, 8)
     x, y = offset_batch(
@@ -49,10 +58,8 @@ def test_bad_input_names_the_argument():
 
 def test_experiment_on_a_tiny_size_resumes_and_summarises_seeds(tmp_path, capsys):
     out = tmp_path / "or"
-    argv = ["--positions", "absolute", "alibi_learned", "tisa", "--size", "tiny", "--steps", "3"]
-    argv += ["--train-length", "16", "--eval-lengths", "16", "64", "--offsets", "1", "4"]
-    argv += ["--vocab-size", "8", "--eval-sequences", "4", "--output-dir", str(out)]
-    argv += ["--seeds", "0", "1", "--no-progress"]
+    argv = tiny_argv(out, ["absolute", "alibi_learned", "tisa"], seeds=["0", "1"], steps=3,
+                     eval_lengths=["16", "64"])
     assert experiment.main(argv) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["provenance"]["command"].startswith("experiments/offset_retrieval/run.py")
@@ -89,7 +96,7 @@ def test_experiment_on_a_tiny_size_resumes_and_summarises_seeds(tmp_path, capsys
     assert (out / "seed-1" / "tisa.json").stat().st_mtime_ns == saved
     # ... and refuses to mix runs of other settings into the folder
     with pytest.raises(SystemExit, match="--output-dir: .*other settings"):
-        experiment.main([*argv[:-4], "--steps", "4", "--seeds", "0", "--no-progress"])
+        experiment.main([*argv, "--steps", "4", "--seeds", "0"])  # the last value counts
 
 
 def test_experiment_bad_input_names_the_argument(tmp_path):
@@ -112,10 +119,8 @@ def test_experiment_bad_input_names_the_argument(tmp_path):
 
 def test_experiment_sweeps_the_positional_rate_of_learned_schemes_only(tmp_path):
     out = tmp_path / "or"
-    argv = ["--positions", "alibi", "alibi_learned", "--size", "tiny", "--steps", "2"]
-    argv += ["--train-length", "16", "--eval-lengths", "16", "32", "--offsets", "1", "4"]
-    argv += ["--vocab-size", "8", "--eval-sequences", "4", "--output-dir", str(out)]
-    argv += ["--seeds", "0", "--no-progress", "--positional-lr-sweep", "1e-3", "1e-1"]
+    argv = tiny_argv(out, ["alibi", "alibi_learned"], eval_lengths=["16", "32"])
+    argv += ["--positional-lr-sweep", "1e-3", "1e-1"]
     argv += ["--sweep-steps", "3", "--sweep-seed", "7"]
     assert experiment.main(argv) == 0
     results = json.loads((out / "results.json").read_text())
@@ -139,10 +144,7 @@ def test_experiment_saves_the_weights_of_reported_runs(tmp_path):
     from tisa.pretrain.build import build_model
 
     out = tmp_path / "or"
-    argv = ["--positions", "alibi_learned", "--size", "tiny", "--steps", "2", "--seeds", "0"]
-    argv += ["--train-length", "16", "--eval-lengths", "16", "--offsets", "1", "4"]
-    argv += ["--vocab-size", "8", "--eval-sequences", "4", "--output-dir", str(out)]
-    argv += ["--no-progress", "--save-models"]
+    argv = [*tiny_argv(out, ["alibi_learned"]), "--save-models"]
     argv += ["--positional-lr-sweep", "1e-2", "--sweep-steps", "1"]
     assert experiment.main(argv) == 0
     assert not list((out / "sweep").glob("*.pt"))  # sweep runs keep no weights
@@ -166,10 +168,8 @@ def test_profiles_of_saved_runs_give_each_scheme_its_learned_bias(tmp_path):
     from tisa.pretrain.offset_retrieval import build_task_model
 
     out = tmp_path / "or"
-    argv = ["--positions", "absolute", "alibi_learned", "fire", "--size", "tiny"]
-    argv += ["--steps", "2", "--seeds", "3", "--train-length", "16", "--eval-lengths", "16", "40"]
-    argv += ["--offsets", "1", "4", "--vocab-size", "8", "--eval-sequences", "2"]
-    argv += ["--output-dir", str(out), "--no-progress"]
+    argv = tiny_argv(out, ["absolute", "alibi_learned", "fire"], seeds=["3"],
+                     eval_lengths=["16", "40"], sequences=2)
     with pytest.raises(SystemExit, match="run_dir: .*results.json not found"):
         profiles.main([str(out)])
     assert experiment.main(argv) == 0
@@ -207,43 +207,47 @@ sys.modules.setdefault("offset_retrieval_rescore", rescore)
 _spec_r.loader.exec_module(rescore)
 
 
-def test_rescoring_with_log_n_scaling_changes_only_the_longer_lengths(tmp_path):
+def test_rescoring_with_scaling_or_clipping_changes_only_the_longer_lengths(tmp_path):
     out = tmp_path / "or"
-    argv = ["--positions", "absolute", "alibi_learned", "fire", "--size", "tiny"]
-    argv += ["--steps", "3", "--seeds", "0", "1", "--train-length", "16"]
-    argv += ["--eval-lengths", "16", "48", "--offsets", "1", "4", "--vocab-size", "8"]
-    argv += ["--eval-sequences", "4", "--output-dir", str(out), "--no-progress"]
+    argv = tiny_argv(out, ["absolute", "alibi_learned", "fire"], seeds=["0", "1"], steps=3,
+                     eval_lengths=["16", "48"])
     assert experiment.main(argv) == 0
     with pytest.raises(SystemExit, match="run_dir: no saved weights"):
         rescore.main([str(out)])
     for path in out.glob("seed-*/*.json"):
         path.unlink()
     assert experiment.main([*argv, "--save-models"]) == 0
-    with pytest.raises(SystemExit, match="--length-scale"):
-        rescore.main([str(out), "--length-scale", "1"])
-    assert rescore.main([str(out)]) == 0  # N = the training length, 16
-    scaled = json.loads((out / "length-scale-16.json").read_text())
+    for bad, name in ((["--length-scale", "1"], "--length-scale"),
+                      (["--clip-distance", "x"], "--clip-distance"),
+                      (["--length-scale", "none"], "both are none")):
+        with pytest.raises(SystemExit, match=name):
+            rescore.main([str(out), *bad])
     before = json.loads((out / "results.json").read_text())["runs"]
-    for seed in ("0", "1"):
-        for position in ("alibi_learned", "fire"):
-            now, then = scaled["runs"][seed][position]["eval"], before[seed][position]["eval"]
-            assert now["16"] == then["16"]  # up to N keys nothing changes
-            assert now["48"]["loss"] != then["48"]["loss"]  # beyond, the logits are scaled
-    assert scaled["not_scaled"] == ["absolute"]
-    assert [(r["position"], r["length"]) for r in scaled["against_unscaled"]] == [
-        ("alibi_learned", 48), ("fire", 48)]
-    assert all("p_holm" in r for r in scaled["against_unscaled"])
-    assert "Scaled minus unscaled" in (out / "length-scale-16.md").read_text()
+    assert rescore.main([str(out)]) == 0  # N = the training length, 16
+    assert rescore.main([str(out), "--length-scale", "none", "--clip-distance", "15"]) == 0
+    assert rescore.main([str(out), "--clip-distance", "15"]) == 0
+    for name in ("length-scale-16", "clip-15", "length-scale-16-clip-15"):
+        changed = json.loads((out / f"{name}.json").read_text())
+        for seed in ("0", "1"):
+            for position in ("alibi_learned", "fire"):
+                now, then = changed["runs"][seed][position]["eval"], before[seed][position]["eval"]
+                assert now["16"] == then["16"]  # up to N keys and K + 1 tokens: nothing changes
+                assert now["48"]["loss"] != then["48"]["loss"]  # beyond, it does
+        assert changed["not_changed"] == ["absolute"]
+        assert [(r["position"], r["length"]) for r in changed["against_trained"]] == [
+            ("alibi_learned", 48), ("fire", 48)]
+        assert all("p_holm" in r for r in changed["against_trained"])
+    assert (changed["length_scale"], changed["clip_distance"]) == (16, 15)
+    text = (out / "length-scale-16-clip-15.md").read_text()
+    assert "With log-n scaling past 16 keys and offsets clipped at +-15 minus as trained" in text
 
 
 def test_doc_tables_by_offset_and_by_block_average_the_seeds_that_recorded_them(tmp_path):
     from tisa.doc_tables.pretrain import offset_accuracy_by_block, offset_accuracy_by_offset
 
     out = tmp_path / "or"
-    argv = ["--positions", "absolute", "alibi", "--size", "tiny", "--steps", "2"]
-    argv += ["--seeds", "0", "1", "--train-length", "16", "--eval-lengths", "16", "40"]
-    argv += ["--offsets", "1", "4", "--vocab-size", "8", "--eval-sequences", "8"]
-    argv += ["--output-dir", str(out), "--no-progress"]
+    argv = tiny_argv(out, ["absolute", "alibi"], seeds=["0", "1"], eval_lengths=["16", "40"],
+                     sequences=8)
     assert experiment.main(argv) == 0
     results = json.loads((out / "results.json").read_text())
     cells = [results["runs"][s]["alibi"]["eval"]["40"] for s in ("0", "1")]

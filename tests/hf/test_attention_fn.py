@@ -101,3 +101,47 @@ def test_length_scale_is_saved_checked_and_set_by_add_tisa(tmp_path):
     for bad in (1, 2.5, True, "512"):
         with pytest.raises(ValueError, match="length_scale must be None or a whole number"):
             th.TisaSettings(length_scale=bad)
+
+
+# ----------------------------------------------------------------------- clipped offsets
+
+
+def test_clip_distance_gives_far_keys_the_bias_of_the_furthest_kept_offset(tmp_path):
+    """A free table of offsets up to 12, read with clip_distance 3, is the same model as one
+    whose table holds the value of +-3 at every offset beyond: for every input length and
+    attention implementation; and the setting is saved and checked."""
+    from transformers import AutoModelForMaskedLM
+
+    torch.manual_seed(0)
+
+    def bert(**clip):  # each model its own config: add_tisa writes into it
+        config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+                            num_attention_heads=2, intermediate_size=20,
+                            max_position_embeddings=16)
+        return th.add_tisa(BertForMaskedLM(config), scoring="free", max_offset=12,
+                           position_embeddings="remove", **clip).eval()
+
+    clipped, flat, unclipped = bert(clip_distance=3), bert(), bert()
+    with torch.no_grad():
+        for scorer in clipped.bert.tisa_scorers:
+            scorer.values.normal_(0, 3.0)  # a bias that shows
+        flat.load_state_dict(clipped.state_dict())
+        unclipped.load_state_dict(clipped.state_dict())
+        for scorer in flat.bert.tisa_scorers:  # columns 0..24 hold offsets -12..12
+            scorer.values[:, :9] = scorer.values[:, 9:10].clone()
+            scorer.values[:, 16:] = scorer.values[:, 15:16].clone()
+    ids = torch.randint(3, 50, (2, 14))
+    for implementation in ("tisa_eager", "tisa_sdpa"):
+        for model in (clipped, flat, unclipped):
+            model.set_attn_implementation(implementation)
+        with torch.no_grad():
+            out = clipped(input_ids=ids).logits
+            torch.testing.assert_close(out, flat(input_ids=ids).logits)
+            assert (out - unclipped(input_ids=ids).logits).abs().max() > 1e-3
+            torch.testing.assert_close(  # up to K + 1 tokens there is nothing to clip
+                clipped(input_ids=ids[:, :4]).logits, unclipped(input_ids=ids[:, :4]).logits)
+    clipped.save_pretrained(tmp_path)
+    assert AutoModelForMaskedLM.from_pretrained(tmp_path).config.tisa["clip_distance"] == 3
+    for bad in (0, 2.5, True, "512"):
+        with pytest.raises(ValueError, match="clip_distance must be None or a whole number"):
+            th.TisaSettings(clip_distance=bad)

@@ -51,6 +51,7 @@ from transformers.masking_utils import (
 )
 
 from tisa.attention import attention, attention_with_weights
+from tisa.scoring import ClippedOffsets
 
 __all__ = [
     "IMPLEMENTATIONS",
@@ -212,6 +213,9 @@ def tisa_attention_forward(
         seen = keys_seen(attention_mask, causal, lq, lk).to(query.device)
         factor = length_factor(seen, length_scale)  # (B|1, H|1, Lq)
         query = query * factor[..., None].to(query.dtype)
+    clip = settings.get("clip_distance")
+    if clip and scorer is not None and lk - 1 > clip:  # shorter inputs have no offset to clip
+        scorer = ClippedOffsets(scorer, clip)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
     common = dict(mask=attention_mask, causal=causal, dropout_p=dropout, scale=scale)
     if backend == "eager" or kwargs.get("output_attentions", False):

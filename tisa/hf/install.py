@@ -98,8 +98,9 @@ def add_tisa(
             families start from their own defaults and take only ``"paper"``.
         **options: instead of ``settings``, its fields as keywords (``scoring``,
             ``num_kernels``, ``position_embeddings``, ``share_across_layers``, ``rotary``,
-            ``rotary_base``, ``backend``, ``length_scale``) and scoring options of the family (e.g.
-            ``amplitude_mean``), which override the start's values.
+            ``rotary_base``, ``backend``, ``length_scale``, ``clip_distance``) and scoring
+            options of the family (e.g. ``amplitude_mean``), which override the start's
+            values.
 
     Returns:
         The same model object.

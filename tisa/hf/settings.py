@@ -8,7 +8,8 @@ data stored in a model's ``config.tisa``::
 
     {"scoring": {"name": "rbf", "num_heads": 12, "num_kernels": 5, ...} or None,
      "position_embeddings": "keep", "share_across_layers": False, "rotary": False,
-     "rotary_base": 10000.0, "backend": "auto", "length_scale": None}
+     "rotary_base": 10000.0, "backend": "auto", "length_scale": None,
+     "clip_distance": None}
 
 :func:`stored_settings` reads that data back (checking it) when a TISA model is built from
 its config. Named starts (:data:`STARTS`) are scoring options for RBF scorers added to a
@@ -69,6 +70,7 @@ _STORED_KEYS = (
     "rotary_base",
     "backend",
     "length_scale",
+    "clip_distance",
 )
 
 
@@ -92,6 +94,10 @@ class TisaSettings:
             model was trained on stays about as sharp as in training (log-n scaling,
             Chiang & Cholak 2022); None (the default): no scaling. Inputs of up to N
             tokens are unchanged.
+        clip_distance: K: the scoring function reads every offset beyond +-K as +-K
+            (:class:`tisa.scoring.ClippedOffsets`), so keys further than a model was
+            trained on get the bias of the furthest trained offset; None (the default):
+            offsets as they are. Inputs of up to K + 1 tokens are unchanged.
         scoring_options: further keyword arguments of the family's constructor (e.g.
             ``amplitude_mean``).
     """
@@ -104,6 +110,7 @@ class TisaSettings:
     rotary_base: float = 10000.0
     backend: str = "auto"
     length_scale: int | None = None
+    clip_distance: int | None = None
     scoring_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -120,15 +127,14 @@ class TisaSettings:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if not self.rotary_base > 1:
             raise ValueError(f"rotary_base must be > 1, got {self.rotary_base!r}")
-        if self.length_scale is not None and (
-            isinstance(self.length_scale, bool)
-            or not isinstance(self.length_scale, int)
-            or self.length_scale < 2
-        ):
-            raise ValueError(
-                f"length_scale must be None or a whole number of tokens >= 2, "
-                f"got {self.length_scale!r}"
-            )
+        for name, least in (("length_scale", 2), ("clip_distance", 1)):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < least
+            ):
+                raise ValueError(
+                    f"{name} must be None or a whole number of tokens >= {least}, got {value!r}"
+                )
         if self.scoring is None:
             given = sorted(self.scoring_options)
             given += ["num_kernels"] if self.num_kernels is not None else []
@@ -204,6 +210,7 @@ class TisaSettings:
             "rotary_base": float(self.rotary_base),
             "backend": self.backend,
             "length_scale": self.length_scale,
+            "clip_distance": self.clip_distance,
         }
 
 
@@ -256,6 +263,7 @@ def stored_settings(config: Any) -> dict[str, Any]:
         rotary_base=raw.get("rotary_base", 10000.0),
         backend=raw.get("backend", "auto"),
         length_scale=raw.get("length_scale"),
+        clip_distance=raw.get("clip_distance"),
         scoring_options=options,
     )
     return settings.to_config(config)

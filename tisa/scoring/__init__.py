@@ -37,6 +37,10 @@ The kernel families also take ``far_offset=K`` (off by default): an extra penalt
 in training it leaves every trained offset unchanged, so it can be switched on for
 evaluation at longer lengths without retraining (a soft attention window).
 
+Any family can also be read with its offsets clipped at +-K, f_h(clamp(k, -K, K))
+(:class:`ClippedOffsets`; ``TisaSettings.clip_distance`` switches it on for a model at
+inference): keys beyond the longest trained offset then get the bias of that offset.
+
 Names resolve through :data:`REGISTRY` (see :func:`build`), so configs hold plain data:
 ``{"name": "rbf", "num_heads": 12, "num_kernels": 5}``.
 
@@ -46,7 +50,7 @@ The package: :mod:`~tisa.scoring.base` (the interface, the registry, :func:`buil
 :mod:`~tisa.scoring.tails` (kernels plus a tail).
 """
 
-from tisa.scoring.base import REGISTRY, ScoringFunction, build, register
+from tisa.scoring.base import REGISTRY, ClippedOffsets, ScoringFunction, build, register
 from tisa.scoring.baselines import (
     FIRE_NORMALIZERS,
     ALiBiLearnedScoring,
@@ -72,6 +76,7 @@ __all__ = [
     "REGISTRY",
     "TAILS",
     "ScoringFunction",
+    "ClippedOffsets",
     "RBFScoring",
     "ALiBiScoring",
     "T5Scoring",

@@ -124,8 +124,13 @@ class ScoringFunction(nn.Module):
         """Plain-data description: ``build(**scorer.config())`` rebuilds the module."""
         return {"name": self.family, "num_heads": self.num_heads}
 
-    def position_bias(self, lq: int, lk: int) -> Tensor:
+    def position_bias(self, lq: int, lk: int, *, clip_distance: int | None = None) -> Tensor:
         """The dense bias of queries at positions Lk - Lq .. Lk - 1 on keys 0 .. Lk - 1.
+
+        Args:
+            lq, lk: queries and keys.
+            clip_distance: K: offsets beyond +-K are read as +-K (see
+                :class:`ClippedOffsets`); None: as they are.
 
         Returns:
             (H, Lq, Lk); for a translation-invariant family the Toeplitz matrix
@@ -135,7 +140,10 @@ class ScoringFunction(nn.Module):
         device = None if reference is None else reference.device
         i = torch.arange(lk - lq, lk, device=device)[:, None]  # (Lq, 1)
         j = torch.arange(lk, device=device)[None, :]  # (1, Lk)
-        return self(j - i)  # (H, Lq, Lk)
+        k = j - i
+        if clip_distance is not None:
+            k = k.clamp(-clip_distance, clip_distance)
+        return self(k)  # (H, Lq, Lk)
 
     def num_positional_parameters(self) -> int:
         """Number of learned positional parameters (fixed buffers do not count)."""
@@ -151,6 +159,43 @@ class ScoringFunction(nn.Module):
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.config().items() if k != "name")
+
+
+class ClippedOffsets(ScoringFunction):
+    """A scoring function that reads every offset beyond +-K as +-K: f_h(clamp(k, -K, K)).
+
+    Clipped relative positions (Shaw et al., 2018) applied to a trained ``scorer`` at
+    inference: with K the longest offset a model was trained on, no key, however far,
+    gets a bias the model never produced, and every offset up to K keeps its own. The
+    result is still a function of k = j - i alone for a translation-invariant ``scorer``.
+    A family whose bias also depends on the query position (FIRE's query normaliser)
+    clips in its own :meth:`position_bias`. Built per call by the attention code when
+    ``TisaSettings.clip_distance`` is set; it holds no parameters of its own.
+    """
+
+    def __init__(self, scorer: ScoringFunction, clip_distance: int) -> None:
+        super().__init__(num_heads=scorer.num_heads)
+        self.scorer = scorer
+        self.clip_distance = check_int(clip_distance, "clip_distance")
+        self.family = scorer.family
+        self.symmetric = scorer.symmetric
+
+    @property
+    def translation_invariant(self) -> bool:  # type: ignore[override]
+        return self.scorer.translation_invariant
+
+    def score(self, offsets: Tensor) -> Tensor:
+        return self.scorer.score(offsets.clamp(-self.clip_distance, self.clip_distance))
+
+    def position_bias(self, lq: int, lk: int, *, clip_distance: int | None = None) -> Tensor:
+        k = self.clip_distance if clip_distance is None else min(clip_distance, self.clip_distance)
+        return self.scorer.position_bias(lq, lk, clip_distance=k)
+
+    def config(self) -> dict[str, Any]:
+        return self.scorer.config()
+
+    def extra_repr(self) -> str:
+        return f"clip_distance={self.clip_distance}"
 
 
 def check_number(value: Any, name: str, *, minimum: float | None = None, strict=False) -> float:

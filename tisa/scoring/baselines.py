@@ -317,19 +317,28 @@ class FIREScoring(ScoringFunction):
             u = torch.sign(k) * u
         return self._mlp(u)  # (H, N)
 
-    def position_bias(self, lq: int, lk: int) -> Tensor:
+    def position_bias(self, lq: int, lk: int, *, clip_distance: int | None = None) -> Tensor:
         """The bias of queries at positions Lk - Lq .. Lk - 1 on keys 0 .. Lk - 1: (H, Lq, Lk).
 
         With the ``"length"`` normaliser this is the Toeplitz expansion of :meth:`score`.
+        With ``clip_distance`` K and the query normaliser, a query at i and a key at j get
+        the bias of a query at min(i, K) on a key min(|i - j|, K) before it: the distance
+        and the normaliser both stay within what a model trained on K + 1 tokens saw.
         """
         device = self.c.device
         dtype = compute_dtype(self.c.dtype)
         i = torch.arange(lk - lq, lk, device=device, dtype=dtype)[:, None]  # (Lq, 1)
         j = torch.arange(lk, device=device, dtype=dtype)[None, :]  # (1, Lk)
         if self.normalizer == "length":
-            return self.score((j - i).long())
+            k = (j - i).long()
+            if clip_distance is not None:
+                k = k.clamp(-clip_distance, clip_distance)
+            return self.score(k)
+        distance = (i - j).abs()
+        if clip_distance is not None:
+            i, distance = i.clamp(max=clip_distance), distance.clamp(max=clip_distance)
         normaliser = self._psi(torch.maximum(i, self.threshold().to(dtype))) + self.eps  # (Lq, 1)
-        return self._mlp(self._psi((i - j).abs()) / normaliser)  # (H, Lq, Lk)
+        return self._mlp(self._psi(distance) / normaliser)  # (H, Lq, Lk)
 
     def config(self) -> dict[str, Any]:
         return {
