@@ -200,6 +200,76 @@ def offset_accuracy_by_block(root: Path, results: str) -> str:
             f"{', '.join(map(str, st['seeds']))}.{_seeds_note(counts, len(st['seeds']))}\n")
 
 
+def _variant_label(v: dict) -> str:
+    parts = []
+    if v["length_scale"] is not None:
+        parts.append(f"log-n past {v['length_scale']}")
+    if v["clip_distance"] is not None:
+        parts.append(f"clipped at {v['clip_distance']}")
+    return " + ".join(parts)
+
+
+def _variants(root: Path, folder: str) -> list[tuple[str, dict]]:
+    """The rescored variants of a run folder (``experiments/offset_retrieval/rescore.py``):
+    (label, data), log-n alone, clipping alone, then both."""
+    found = []
+    for path in sorted((root / folder).glob("*.json")):
+        if path.name.startswith(("length-scale-", "clip-")):
+            data = read_json(root, f"{folder}/{path.name}")
+            order = (data["clip_distance"] is not None, data["length_scale"] is not None)
+            found.append((order, _variant_label(data), data))
+    return [(label, data) for _, label, data in sorted(found, key=lambda f: f[0])]
+
+
+def offset_accuracy_at_inference(root: Path, results: str) -> str:
+    """Offset retrieval: every scheme as trained and with each inference-time variant."""
+    r = read_json(root, results)
+    st = r["settings"]
+    lengths = [int(n) for n in st["eval_lengths"]]
+    variants = _variants(root, results.rsplit("/", 1)[0])
+    rows = []
+    for position, per_length in r["summary"]["schemes"].items():
+        rows.append([position, "as trained", *(accuracy_cell(per_length[str(n)])
+                                                for n in lengths)])
+        for label, data in variants:
+            if position in data["summary"]["schemes"]:
+                changed = data["summary"]["schemes"][position]
+                rows.append(["", label, *(accuracy_cell(changed[str(n)]) for n in lengths)])
+    columns = ["position", "at inference", *[f"{n:,}" for n in lengths]]
+    commands = "; ".join(f"`{d['provenance'].get('command')}`" for _, d in variants)
+    return (markdown_table(columns, rows, align="ll" + "r" * len(lengths))
+            + f"\n\nThe same trained models (seeds {', '.join(map(str, st['seeds']))}) "
+            f"scored again on the same sequences; {commands}.\n")
+
+
+def offset_inference_comparisons(root: Path, results: str) -> str:
+    """Offset retrieval with each inference-time variant at the longest length: the variant
+    minus the model as trained, and each TISA family minus every other scheme under it."""
+    r = read_json(root, results)
+    longest = max(int(n) for n in r["settings"]["eval_lengths"])
+    rows = []
+    for label, data in _variants(root, results.rsplit("/", 1)[0]):
+        for c in data["against_trained"]:
+            if c["length"] == longest:
+                rows.append([label, f"{c['position']}: with minus as trained",
+                             f"{100 * c['variant_mean']:.1f}", f"{100 * c['trained_mean']:.1f}",
+                             f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, "
+                             f"{100 * c['high']:+.1f}]", f"{c['p_holm']:.2g}"])
+        for c in data["summary"]["comparisons"]:
+            if c["length"] == longest:
+                rows.append([label, f"{c['family']} minus {c['other']}",
+                             f"{100 * c['family_mean']:.1f}", f"{100 * c['other_mean']:.1f}",
+                             f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, "
+                             f"{100 * c['high']:+.1f}]", f"{c['p_holm']:.2g}"])
+    columns = ["at inference", "comparison", "first", "second", "difference, 95% interval",
+               "p (Holm)"]
+    return (markdown_table(columns, rows, align="llrrrr")
+            + f"\n\nAccuracy x 100 beyond the training length at {longest:,} tokens, paired "
+            f"by seed. Each variant's p values are corrected with Holm over all of its "
+            f"comparisons (every longer length), those against the model as trained and those "
+            f"between schemes separately.\n")
+
+
 # 1,000 steps of rbf_linear, ALiBi and FIRE
 _offset_retrieval_tables("offset-retrieval", f"{RESULTS}/pretrain/offset-retrieval/results.json")
 # 2,000 steps, with the weights saved: by offset, by block and the learned bias too
@@ -207,6 +277,13 @@ _offset_retrieval_tables(
     "offset-retrieval-2000", f"{RESULTS}/pretrain/offset-retrieval-2000/results.json",
     diagnostics=True,
 )
+_OR2000 = f"{RESULTS}/pretrain/offset-retrieval-2000"
+table("offset-retrieval-2000-inference", f"{_OR2000}/results.json",
+      f"{_OR2000}/length-scale-*.json", f"{_OR2000}/clip-*.json")(
+    lambda root: offset_accuracy_at_inference(root, f"{_OR2000}/results.json"))
+table("offset-retrieval-2000-inference-comparisons", f"{_OR2000}/results.json",
+      f"{_OR2000}/length-scale-*.json", f"{_OR2000}/clip-*.json")(
+    lambda root: offset_inference_comparisons(root, f"{_OR2000}/results.json"))
 
 
 def offset_bias_peaks(root: Path, profiles: str) -> str:
