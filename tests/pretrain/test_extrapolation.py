@@ -285,3 +285,27 @@ def test_scoring_options_change_the_scorers_only_for_evaluation(runs, tmp_path):
         extrapolate([tisa], [16], scoring_options=("tail=log",), output_dir=None)
     with pytest.raises(ValueError, match="KEY=VALUE"):
         ExtrapolateConfig(runs=(str(tisa),), scoring_options=("far_offset",))
+
+
+def test_clip_distance_and_length_scale_apply_to_tisa_runs_beyond_their_reach(runs, caplog):
+    root, absolute, tisa = runs
+    lengths = [16, 64]
+    plain = extrapolate([absolute, tisa], lengths, max_tokens=2048, output_dir=None,
+                        progress=False)
+    with caplog.at_level("WARNING"):
+        clipped = extrapolate([absolute, tisa], lengths, max_tokens=2048, clip_distance=15,
+                              output_dir=None, progress=False)
+    assert "absolute has no TISA attention: clip_distance do not apply" in caplog.text
+    # 16 tokens have offsets up to 15: nothing to clip; 64 do
+    assert clipped.row("tisa", 16).loss == pytest.approx(plain.row("tisa", 16).loss, rel=1e-6)
+    assert clipped.row("tisa", 64).loss != plain.row("tisa", 64).loss
+    assert clipped.row("absolute", 16).loss == pytest.approx(plain.row("absolute", 16).loss)
+    both = extrapolate([tisa], lengths, max_tokens=2048, clip_distance=15, length_scale=16,
+                       output_dir=None, progress=False)
+    assert both.row("tisa", 16).loss == pytest.approx(plain.row("tisa", 16).loss, rel=1e-6)
+    assert both.row("tisa", 64).loss not in (plain.row("tisa", 64).loss,
+                                              clipped.row("tisa", 64).loss)
+    assert both.config.clip_distance == 15 and both.config.length_scale == 16
+    for bad in ({"clip_distance": 0}, {"length_scale": 1}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            ExtrapolateConfig(runs=(str(tisa),), **bad)

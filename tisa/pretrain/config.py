@@ -368,6 +368,10 @@ class ExtrapolateConfig:
         scoring_options: options of every TISA scoring function changed before scoring,
             as KEY=VALUE (e.g. far_offset=127); options that would change the learned
             parameters' shapes are refused.
+        length_scale: log-n scaling past N keys for every run with TISA attention
+            (``tisa.hf.TisaSettings.length_scale``); None: as saved.
+        clip_distance: read every offset beyond +-K as +-K in every run with TISA
+            attention (``tisa.hf.TisaSettings.clip_distance``); None: as saved.
         batch_tokens: tokens per forward pass (the batch is max(1, batch_tokens // L)).
         output_dir: folder for the table and plot; None writes nothing.
         device: torch device (cpu, cuda, ...); default: CUDA when available.
@@ -385,6 +389,8 @@ class ExtrapolateConfig:
     context_span: int = 32
     context_spans: int = 128
     scoring_options: tuple[str, ...] = field(default=(), metadata={"cli": {"metavar": "KEY=VALUE"}})
+    length_scale: int | None = field(default=None, metadata={"cli": {"metavar": "N"}})
+    clip_distance: int | None = field(default=None, metadata={"cli": {"metavar": "K"}})
     batch_tokens: int = 16384
     output_dir: str | None = "runs/extrapolate"
     device: str | None = None
@@ -422,3 +428,5 @@ class ExtrapolateConfig:
             raise ValueError(f"eval_file: no such file: {self.eval_file!r}")
         object.__setattr__(self, "scoring_options", tuple(self.scoring_options))
         parse_options(self.scoring_options, "scoring_options")
+        check_int(self.length_scale, "length_scale", minimum=2, optional=True)
+        check_int(self.clip_distance, "clip_distance", optional=True)

@@ -192,6 +192,8 @@ def extrapolate(
     context_span: int = 32,
     context_spans: int = 128,
     scoring_options: Sequence[str] = (),
+    length_scale: int | None = None,
+    clip_distance: int | None = None,
     batch_tokens: int = 16384,
     output_dir: str | os.PathLike[str] | None = "runs/extrapolate",
     device: str | None = None,
@@ -212,6 +214,10 @@ def extrapolate(
         context_spans: number of target spans of the context curve.
         scoring_options: KEY=VALUE options of the TISA scoring functions changed before
             scoring (:func:`with_scoring_options`).
+        length_scale: log-n scaling past N keys for every run with TISA attention
+            (``tisa.hf.TisaSettings.length_scale``); None: as saved.
+        clip_distance: offsets beyond +-K read as +-K for every run with TISA attention
+            (``tisa.hf.TisaSettings.clip_distance``); None: as saved.
         batch_tokens: tokens per forward pass.
         output_dir: where the table (md/csv/json) and plot go; None writes nothing.
         device: torch device; default CUDA when available, else CPU.
@@ -236,6 +242,8 @@ def extrapolate(
         context_span=context_span,
         context_spans=context_spans,
         scoring_options=tuple(scoring_options),
+        length_scale=length_scale,
+        clip_distance=clip_distance,
         batch_tokens=batch_tokens,
         output_dir=None if output_dir is None else str(output_dir),
         device=device,
@@ -279,6 +287,7 @@ def extrapolate_config(config: ExtrapolateConfig) -> ExtrapolationResults:
         masked = None if causal else masked_streams[key]
         model = (load_causal_lm if causal else load_masked_lm)(info.model_dir, device=device)
         with_scoring_options(model, overrides, label=info.label)
+        _set_inference(model, config, info.label)
         table = num_positions(model) if has_absolute_positions(model) else None
         limit = None if causal else _score_limit(stream, config, info.block_format)
         for length in config.lengths:
@@ -311,6 +320,20 @@ def extrapolate_config(config: ExtrapolateConfig) -> ExtrapolationResults:
     if config.output_dir is not None:
         write_outputs(results, config.output_dir)
     return results
+
+
+def _set_inference(model: Any, config: ExtrapolateConfig, label: str) -> None:
+    """Sets ``config``'s log-n scaling and offset clipping on a model with TISA attention;
+    a model without it (an absolute table) is scored as it is, which is said."""
+    changes = {name: getattr(config, name) for name in ("length_scale", "clip_distance")
+               if getattr(config, name) is not None}
+    if not changes:
+        return
+    if getattr(model.config, "tisa", None) is None:
+        logger.warning("%s has no TISA attention: %s do not apply, it is scored as it is",
+                       label, ", ".join(changes))
+        return
+    model.config.tisa = dict(model.config.tisa, **changes)
 
 
 def _context_tokens(config: ExtrapolateConfig) -> int:
