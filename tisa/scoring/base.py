@@ -170,7 +170,9 @@ class ClippedOffsets(ScoringFunction):
     result is still a function of k = j - i alone for a translation-invariant ``scorer``.
     A family whose bias also depends on the query position (FIRE's query normaliser)
     clips in its own :meth:`position_bias`. Built per call by the attention code when
-    ``TisaSettings.clip_distance`` is set; it holds no parameters of its own.
+    ``TisaSettings.clip_distance`` is set; it holds no parameters of its own, and its
+    :meth:`config` is the wrapped scorer's (the clip is a setting of the model, stored in
+    ``config.tisa``, not an option of the family).
     """
 
     def __init__(self, scorer: ScoringFunction, clip_distance: int) -> None:
