@@ -173,19 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _describe(out: dict[str, Any]) -> str:
-    parts = []
-    if out["length_scale"] is not None:
-        parts.append(f"log-n scaling past {out['length_scale']} keys")
-    if out["clip_distance"] is not None:
-        parts.append(f"offsets clipped at +-{out['clip_distance']}")
-    return " and ".join(parts)
-
-
 def _markdown(out: dict[str, Any], seeds: list[int]) -> str:
-    from tisa.pretrain.offset_retrieval import markdown
+    from tisa.pretrain.offset_retrieval import describe_variant, markdown
 
-    variant = _describe(out)
+    variant = describe_variant(out["length_scale"], out["clip_distance"])
     lines = [f"The same trained models with {variant}.", "",
              markdown(out["summary"], settings=out["run"]["settings"]).rstrip(), ""]
     if out["against_trained"] and "mean" in out["against_trained"][0]:

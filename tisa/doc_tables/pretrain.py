@@ -6,6 +6,7 @@ import statistics
 from pathlib import Path
 
 from tisa.doc_tables.base import RESULTS, grouped, read_json, table
+from tisa.pretrain.offset_retrieval import describe_variant
 from tisa.reports.markdown import accuracy_cell, markdown_table
 
 
@@ -200,15 +201,6 @@ def offset_accuracy_by_block(root: Path, results: str) -> str:
             f"{', '.join(map(str, st['seeds']))}.{_seeds_note(counts, len(st['seeds']))}\n")
 
 
-def _variant_label(v: dict) -> str:
-    parts = []
-    if v["length_scale"] is not None:
-        parts.append(f"log-n past {v['length_scale']}")
-    if v["clip_distance"] is not None:
-        parts.append(f"clipped at {v['clip_distance']}")
-    return " + ".join(parts)
-
-
 def _variants(root: Path, folder: str) -> list[tuple[str, dict]]:
     """The rescored variants of a run folder (``experiments/offset_retrieval/rescore.py``):
     (label, data), log-n alone, clipping alone, then both."""
@@ -217,7 +209,8 @@ def _variants(root: Path, folder: str) -> list[tuple[str, dict]]:
         if path.name.startswith(("length-scale-", "clip-")):
             data = read_json(root, f"{folder}/{path.name}")
             order = (data["clip_distance"] is not None, data["length_scale"] is not None)
-            found.append((order, _variant_label(data), data))
+            label = describe_variant(data["length_scale"], data["clip_distance"], short=True)
+            found.append((order, label, data))
     return [(label, data) for _, label, data in sorted(found, key=lambda f: f[0])]
 
 
