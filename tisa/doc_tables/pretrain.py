@@ -60,8 +60,9 @@ def pretrain_own_rate(root: Path) -> str:
 def _offset_retrieval_tables(name: str, results: str, *, diagnostics: bool = False) -> None:
     """Registers the tables ``name``, ``name-sweep`` and ``name-comparisons`` of one run of
     ``experiments/offset_retrieval/run.py`` (its ``results.json``), and with
-    ``diagnostics`` ``name-by-offset`` and ``name-by-block`` (runs that record the accuracy
-    by offset and by block)."""
+    ``diagnostics`` (a run with ``--save-models`` whose folder also holds ``profiles.json``
+    and the files of ``rescore.py``) ``name-by-offset``, ``name-by-block``, ``name-peaks``,
+    ``name-inference`` and ``name-inference-comparisons``."""
 
     @table(name, results)
     def accuracy(root: Path) -> str:
@@ -134,10 +135,16 @@ def _offset_retrieval_tables(name: str, results: str, *, diagnostics: bool = Fal
 
 
     if diagnostics:
+        folder = results.rsplit("/", 1)[0]
         table(f"{name}-by-offset", results)(lambda root: offset_accuracy_by_offset(root, results))
         table(f"{name}-by-block", results)(lambda root: offset_accuracy_by_block(root, results))
-        profiles = results.rsplit("/", 1)[0] + "/profiles.json"
+        profiles = f"{folder}/profiles.json"
         table(f"{name}-peaks", profiles)(lambda root: offset_bias_peaks(root, profiles))
+        variants = (results, f"{folder}/length-scale-*.json", f"{folder}/clip-*.json")
+        table(f"{name}-inference", *variants)(
+            lambda root: offset_accuracy_at_inference(root, results))
+        table(f"{name}-inference-comparisons", *variants)(
+            lambda root: offset_inference_comparisons(root, results))
 
 
 def _seed_means(r: dict, position: str, length: int, key: str) -> tuple[list, int]:
@@ -270,13 +277,6 @@ _offset_retrieval_tables(
     "offset-retrieval-2000", f"{RESULTS}/pretrain/offset-retrieval-2000/results.json",
     diagnostics=True,
 )
-_OR2000 = f"{RESULTS}/pretrain/offset-retrieval-2000"
-table("offset-retrieval-2000-inference", f"{_OR2000}/results.json",
-      f"{_OR2000}/length-scale-*.json", f"{_OR2000}/clip-*.json")(
-    lambda root: offset_accuracy_at_inference(root, f"{_OR2000}/results.json"))
-table("offset-retrieval-2000-inference-comparisons", f"{_OR2000}/results.json",
-      f"{_OR2000}/length-scale-*.json", f"{_OR2000}/clip-*.json")(
-    lambda root: offset_inference_comparisons(root, f"{_OR2000}/results.json"))
 
 
 def offset_bias_peaks(root: Path, profiles: str) -> str:
