@@ -267,6 +267,7 @@ def test_clipped_fire_with_the_query_normaliser_sees_no_query_past_k():
     full = scorer.position_bias(7, 7)
     torch.testing.assert_close(clipped.position_bias(7, 7), full)  # up to K + 1 tokens: same
     long = clipped.position_bias(20, 20)  # (H, 20, 20)
+    torch.testing.assert_close(long[:, :7, :7], full)  # the first K + 1 queries: as they were
     for i in range(7, 20):  # every later query: the row of query K on distances up to K
         for j in range(20):
             torch.testing.assert_close(long[:, i, j], full[:, 6, 6 - min(abs(i - j), 6)])

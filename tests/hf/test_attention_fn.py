@@ -145,3 +145,32 @@ def test_clip_distance_gives_far_keys_the_bias_of_the_furthest_kept_offset(tmp_p
     for bad in (0, 2.5, True, "512"):
         with pytest.raises(ValueError, match="clip_distance must be None or a whole number"):
             th.TisaSettings(clip_distance=bad)
+    with pytest.raises(ValueError, match=r"\['clip_distance'\] were given but scoring is None"):
+        th.TisaSettings(scoring=None, rotary=True, clip_distance=3)
+    clipped.config.tisa["clip_distance"] = 0  # changed by hand on a loaded model
+    with pytest.raises(ValueError, match=r"config.tisa\['clip_distance'\] must be an integer"):
+        clipped(input_ids=ids)
+
+
+@pytest.mark.parametrize("scoring", ["fire", "rbf_linear"])
+def test_clip_distance_decoding_with_a_cache_matches_the_full_pass(scoring):
+    """Token by token with a key/value cache (the queries the last of the keys), the
+    clipped bias is the one the whole sequence gets, FIRE's query normaliser included."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=40, n_embd=16, n_layer=2, n_head=2, n_positions=8)
+    model = th.add_tisa(GPT2LMHeadModel(config), scoring=scoring, position_embeddings="remove",
+                        clip_distance=3, **({"init_threshold": 4.0} if scoring == "fire" else {}))
+    model.eval()
+    ids = torch.randint(0, 40, (1, 12))
+    with torch.no_grad():
+        full = model(input_ids=ids).logits
+        cache, steps = None, []
+        for t in range(12):
+            out = model(input_ids=ids[:, t:t + 1], cache=cache, use_cache=True)
+            cache = out.cache
+            steps.append(out.logits)
+        torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+        model.config.tisa["clip_distance"] = None
+        assert (model(input_ids=ids).logits - full).abs().max() > 1e-4

@@ -287,8 +287,27 @@ def test_scoring_options_change_the_scorers_only_for_evaluation(runs, tmp_path):
         ExtrapolateConfig(runs=(str(tisa),), scoring_options=("far_offset",))
 
 
-def test_clip_distance_and_length_scale_apply_to_tisa_runs_beyond_their_reach(runs, caplog):
-    root, absolute, tisa = runs
+def test_clip_distance_and_length_scale_apply_to_tisa_runs_beyond_their_reach(
+    runs, caplog, tmp_path
+):
+    import shutil
+
+    import torch
+
+    from tisa.hf import iter_scorers
+    from tisa.pretrain.masked_lm import load_masked_lm
+
+    root, absolute, trained = runs
+    # a copy whose kernels are wide and tall: its bias still changes past offset 15, so
+    # clipping there shows (the tiny run's own kernels barely move from their start)
+    tisa = tmp_path / "tisa"
+    shutil.copytree(trained, tisa)
+    model = load_masked_lm(tisa / "model")
+    with torch.no_grad():
+        for _, scorer in iter_scorers(model):
+            scorer.amplitude.fill_(3.0)
+            scorer.sharpness.fill_(0.002)
+    model.save_pretrained(tisa / "model")
     lengths = [16, 64]
     plain = extrapolate([absolute, tisa], lengths, max_tokens=2048, output_dir=None,
                         progress=False)
@@ -306,6 +325,8 @@ def test_clip_distance_and_length_scale_apply_to_tisa_runs_beyond_their_reach(ru
     assert both.row("tisa", 64).loss not in (plain.row("tisa", 64).loss,
                                               clipped.row("tisa", 64).loss)
     assert both.config.clip_distance == 15 and both.config.length_scale == 16
+    assert "Scored with log-n scaling past 16 keys; offsets clipped at +-15" in both.to_markdown()
+    assert "Scored with" not in plain.to_markdown()
     for bad in ({"clip_distance": 0}, {"length_scale": 1}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             ExtrapolateConfig(runs=(str(tisa),), **bad)

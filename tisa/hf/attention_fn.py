@@ -50,6 +50,7 @@ from transformers.masking_utils import (
     sdpa_mask,
 )
 
+from tisa._validate import check_int
 from tisa.attention import attention, attention_with_weights
 from tisa.scoring import ClippedOffsets
 
@@ -214,8 +215,11 @@ def tisa_attention_forward(
         factor = length_factor(seen, length_scale)  # (B|1, H|1, Lq)
         query = query * factor[..., None].to(query.dtype)
     clip = settings.get("clip_distance")
-    if clip and scorer is not None and lk - 1 > clip:  # shorter inputs have no offset to clip
-        scorer = ClippedOffsets(scorer, clip)
+    if clip is not None and scorer is not None:
+        # config.tisa may have been changed on a loaded model: the same check as on load
+        check_int(clip, "config.tisa['clip_distance']")
+        if lk - 1 > clip:  # shorter inputs have no offset to clip
+            scorer = ClippedOffsets(scorer, clip)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
     common = dict(mask=attention_mask, causal=causal, dropout_p=dropout, scale=scale)
     if backend == "eager" or kwargs.get("output_attentions", False):

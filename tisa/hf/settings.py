@@ -138,6 +138,7 @@ class TisaSettings:
         if self.scoring is None:
             given = sorted(self.scoring_options)
             given += ["num_kernels"] if self.num_kernels is not None else []
+            given += ["clip_distance"] if self.clip_distance is not None else []
             if given:
                 raise ValueError(f"scoring options {given} were given but scoring is None")
             if not self.rotary and self.position_embeddings == "keep":

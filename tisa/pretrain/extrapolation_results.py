@@ -194,6 +194,15 @@ class ExtrapolationResults:
         what = {"masked": "Masked-LM loss", "causal": "Next-token loss"}
         head = " / ".join(what[k] for k in OBJECTIVES if k in kinds) or "Loss"
         text = f"{head} in nats (perplexity) by evaluation length.\n\n" + table
+        changed = [f"scoring options {', '.join(self.config.scoring_options)}"
+                   if self.config.scoring_options else "",
+                   f"log-n scaling past {self.config.length_scale} keys"
+                   if self.config.length_scale is not None else "",
+                   f"offsets clipped at +-{self.config.clip_distance}"
+                   if self.config.clip_distance is not None else ""]
+        if any(changed):
+            text += ("\nScored with " + "; ".join(c for c in changed if c)
+                     + " (runs with TISA attention).\n")
         notes = [r for r in self.rows if r.reason]
         if notes:
             text += "\n" + "".join(

@@ -141,7 +141,7 @@ class ScoringFunction(nn.Module):
         i = torch.arange(lk - lq, lk, device=device)[:, None]  # (Lq, 1)
         j = torch.arange(lk, device=device)[None, :]  # (1, Lk)
         k = j - i
-        if clip_distance is not None:
+        if check_int(clip_distance, "clip_distance", optional=True) is not None:
             k = k.clamp(-clip_distance, clip_distance)
         return self(k)  # (H, Lq, Lk)
 

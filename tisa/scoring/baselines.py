@@ -325,17 +325,14 @@ class FIREScoring(ScoringFunction):
         the bias of a query at min(i, K) on a key min(|i - j|, K) before it: the distance
         and the normaliser both stay within what a model trained on K + 1 tokens saw.
         """
+        if self.normalizer == "length":
+            return super().position_bias(lq, lk, clip_distance=clip_distance)
         device = self.c.device
         dtype = compute_dtype(self.c.dtype)
         i = torch.arange(lk - lq, lk, device=device, dtype=dtype)[:, None]  # (Lq, 1)
         j = torch.arange(lk, device=device, dtype=dtype)[None, :]  # (1, Lk)
-        if self.normalizer == "length":
-            k = (j - i).long()
-            if clip_distance is not None:
-                k = k.clamp(-clip_distance, clip_distance)
-            return self.score(k)
         distance = (i - j).abs()
-        if clip_distance is not None:
+        if check_int(clip_distance, "clip_distance", optional=True) is not None:
             i, distance = i.clamp(max=clip_distance), distance.clamp(max=clip_distance)
         normaliser = self._psi(torch.maximum(i, self.threshold().to(dtype))) + self.eps  # (Lq, 1)
         return self._mlp(self._psi(distance) / normaliser)  # (H, Lq, Lk)
