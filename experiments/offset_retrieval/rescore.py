@@ -26,11 +26,17 @@ changed), switches the chosen remedies on and scores it again on the same sequen
 (:func:`tisa.pretrain.offset_retrieval.evaluate`). Up to N keys and K + 1 tokens nothing
 changes, which the script checks against the run's own scores.
 
-Writes ``NAME.json`` (provenance, the scores of every run, their summary with every TISA
-family against every other scheme under the same remedy, and every scheme with the remedy
-minus as trained on the positions beyond the training length at every longer length,
-paired by seed, with Holm's correction over those comparisons) and ``NAME.md`` into the
-run's folder; NAME is ``length-scale-N``, ``clip-K`` or ``length-scale-N-clip-K``.
+``--eval-lengths`` scores other lengths than the run's (default: the run's own), for
+example far past them; at a length the run did not score, the models as trained are
+scored here too, so each remedy is still compared with the same models without it.
+
+Writes ``NAME.json`` (provenance, the scores of every run with the remedy and as trained,
+their summaries with every TISA family against every other scheme, and every scheme with
+the remedy minus as trained on the positions beyond the training length at every longer
+length, paired by seed, with Holm's correction over those comparisons) and ``NAME.md``
+into the run's folder; NAME is ``length-scale-N``, ``clip-K`` or
+``length-scale-N-clip-K``, followed by ``-toL`` when ``--eval-lengths`` differs from the
+run's (L the longest).
 Inference-time variants of the same trained models, reported for every scheme and seed:
 nothing is chosen on these numbers.
 """
@@ -75,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
                              "(default: the training length)")
     parser.add_argument("--clip-distance", default="none", metavar="K|none",
                         help="read every offset beyond +-K as +-K (default: none)")
+    parser.add_argument("--eval-lengths", type=int, nargs="+", default=None, metavar="L",
+                        help="lengths to score (default: the run's)")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
 
@@ -106,22 +114,31 @@ def main(argv: list[str] | None = None) -> int:
     from tisa.provenance import run_metadata
     from tisa.stats import holm, paired_difference
 
-    lengths = [int(n) for n in st["eval_lengths"]]
+    scored = [int(n) for n in st["eval_lengths"]]
+    lengths = scored if args.eval_lengths is None else sorted(set(args.eval_lengths))
+    if min(lengths) < 2:
+        raise SystemExit(f"--eval-lengths: expected lengths of at least 2 tokens, got {lengths}")
+    extra = [n for n in lengths if n not in scored]  # the run has no scores there
     changed: dict[int, dict[str, Any]] = {}
+    trained: dict[int, dict[str, Any]] = {}
     unchangeable: set[str] = set()
     for (seed, position), model in tqdm(models.items(), desc="rescore", dynamic_ncols=True):
         if getattr(model.config, "tisa", None) is None:  # stock attention: nothing to change
             unchangeable.add(position)
             continue
-        model.config.tisa = dict(model.config.tisa, length_scale=scale, clip_distance=clip)
-        cells = task.evaluate(
-            model.to(args.device), position, train_length=train, eval_lengths=lengths,
-            offsets=st["offsets"], vocab_size=st["vocab_size"],
+        score = dict(
+            train_length=train, offsets=st["offsets"], vocab_size=st["vocab_size"],
             eval_sequences=st["eval_sequences"], seed=seed, device=args.device,
         )
-        original = runs[str(seed)][position]
+        model = model.to(args.device)
+        original = {n: task.eval_cell(runs[str(seed)][position], n) for n in lengths
+                    if n in scored}
+        if extra:  # as trained, where the run did not score it
+            original |= task.evaluate(model, position, eval_lengths=extra, **score)
+        model.config.tisa = dict(model.config.tisa, length_scale=scale, clip_distance=clip)
+        cells = task.evaluate(model, position, eval_lengths=lengths, **score)
         for n in lengths:
-            before = task.eval_cell(original, n)
+            before = original[n]
             if n <= unchanged and before["status"] == "ok" and (
                 abs(cells[n]["accuracy"] - before["accuracy"]) > 1e-9
             ):
@@ -131,18 +148,20 @@ def main(argv: list[str] | None = None) -> int:
                     f"up to {unchanged} tokens both must agree (other code or weights?)")
         changed.setdefault(seed, {})[position] = {"position": position, "seed": seed,
                                                  "eval": cells}
+        trained.setdefault(seed, {})[position] = {"position": position, "seed": seed,
+                                                 "eval": original}
     positions = [p for p in positions if p not in unchangeable]
     if not positions:
         raise SystemExit("run_dir: no scheme of the run has TISA attention to change")
     summary = task.summarise(changed, train_length=train, eval_lengths=lengths)
+    trained_summary = task.summarise(trained, train_length=train, eval_lengths=lengths)
     against: list[dict[str, Any]] = []
     for position in positions:
         for n in lengths:
-            if n <= train or task.eval_cell(runs[str(seeds[0])][position], n)["status"] != "ok":
+            if n <= train or trained[seeds[0]][position]["eval"][n]["status"] != "ok":
                 continue
             after = [changed[s][position]["eval"][n]["accuracy_beyond_train"] for s in seeds]
-            before = [task.eval_cell(runs[str(s)][position], n)["accuracy_beyond_train"]
-                      for s in seeds]
+            before = [trained[s][position]["eval"][n]["accuracy_beyond_train"] for s in seeds]
             row = {"position": position, "length": n, "variant_mean": sum(after) / len(after),
                    "trained_mean": sum(before) / len(before)}
             if len(seeds) >= 2:
@@ -160,12 +179,15 @@ def main(argv: list[str] | None = None) -> int:
         "length_scale": scale,
         "clip_distance": clip,
         "not_changed": sorted(unchangeable),
+        "eval_lengths": lengths,
         "runs": {str(s): r for s, r in changed.items()},
         "summary": summary,
+        "trained_runs": {str(s): r for s, r in trained.items()},
+        "trained_summary": trained_summary,
         "against_trained": against,
         "correction": f"Holm over {len(against)} comparisons" if len(seeds) >= 2 else None,
     }
-    name = variant_name(scale, clip)
+    name = variant_name(scale, clip) + ("" if lengths == scored else f"-to{max(lengths)}")
     write_json(args.run_dir / f"{name}.json", out)
     md = _markdown(out, seeds)
     write_atomic(args.run_dir / f"{name}.md", md)

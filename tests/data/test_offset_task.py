@@ -240,6 +240,27 @@ def test_rescoring_with_scaling_or_clipping_changes_only_the_longer_lengths(tmp_
     assert (changed["length_scale"], changed["clip_distance"]) == (16, 15)
     text = (out / "length-scale-16-clip-15.md").read_text()
     assert "With log-n scaling past 16 keys and offsets clipped at +-15 minus as trained" in text
+    # lengths the run did not score: the models as trained are scored there too
+    argv_far = [str(out), "--length-scale", "none", "--clip-distance", "15"]
+    assert rescore.main([*argv_far, "--eval-lengths", "16", "48", "96"]) == 0
+    far = json.loads((out / "clip-15-to96.json").read_text())
+    assert far["eval_lengths"] == [16, 48, 96]
+    for seed in ("0", "1"):
+        as_trained = far["trained_runs"][seed]["fire"]["eval"]
+        assert as_trained["48"] == before[seed]["fire"]["eval"]["48"]  # the run's own
+        assert as_trained["96"]["status"] == "ok"  # scored here
+        assert far["runs"][seed]["fire"]["eval"]["96"]["loss"] != as_trained["96"]["loss"]
+    assert [(r["position"], r["length"]) for r in far["against_trained"]] == [
+        ("alibi_learned", 48), ("alibi_learned", 96), ("fire", 48), ("fire", 96)]
+    from tisa.doc_tables.pretrain import offset_accuracy_far, offset_far_comparisons
+
+    table = offset_accuracy_far(tmp_path, "or")
+    assert "| position | at inference | 16 | 48 | 96 |" in table
+    assert "| alibi_learned | as trained |" in table and "|  | clipped at 15 |" in table
+    assert "| 96 | clipped at 15 | fire: with minus as trained |" in offset_far_comparisons(
+        tmp_path, "or")
+    with pytest.raises(SystemExit, match="--eval-lengths"):
+        rescore.main([*argv_far, "--eval-lengths", "1", "16"])
 
 
 def test_doc_tables_by_offset_and_by_block_average_the_seeds_that_recorded_them(tmp_path):

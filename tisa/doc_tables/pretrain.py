@@ -213,7 +213,7 @@ def _variants(root: Path, folder: str) -> list[tuple[str, dict]]:
     (label, data), log-n alone, clipping alone, then both."""
     found = []
     for path in sorted((root / folder).glob("*.json")):
-        if path.name.startswith(("length-scale-", "clip-")):
+        if path.name.startswith(("length-scale-", "clip-")) and "-to" not in path.name:
             data = read_json(root, f"{folder}/{path.name}")
             order = (data["clip_distance"] is not None, data["length_scale"] is not None)
             label = describe_variant(data["length_scale"], data["clip_distance"], short=True)
@@ -268,6 +268,62 @@ def offset_inference_comparisons(root: Path, results: str) -> str:
             f"by seed. Each variant's p values are corrected with Holm over all of its "
             f"comparisons (every longer length), those against the model as trained and those "
             f"between schemes separately.\n")
+
+
+def _far_files(root: Path, folder: str) -> list[dict]:
+    """The rescored variants of a run folder at lengths of their own (``--eval-lengths``,
+    files ``*-toL.json``)."""
+    return [read_json(root, f"{folder}/{p.name}")
+            for p in sorted((root / folder).glob("*-to*.json"))]
+
+
+def offset_accuracy_far(root: Path, folder: str) -> str:
+    """Offset retrieval far past the run's own lengths: as trained and with each variant."""
+    parts = []
+    for data in _far_files(root, folder):
+        lengths = [int(n) for n in data["eval_lengths"]]
+        label = describe_variant(data["length_scale"], data["clip_distance"], short=True)
+        rows = []
+        for position, per_length in data["trained_summary"]["schemes"].items():
+            rows.append([position, "as trained",
+                         *(accuracy_cell(per_length[str(n)]) for n in lengths)])
+            if position in data["summary"]["schemes"]:
+                changed = data["summary"]["schemes"][position]
+                rows.append(["", label, *(accuracy_cell(changed[str(n)]) for n in lengths)])
+        columns = ["position", "at inference", *[f"{n:,}" for n in lengths]]
+        parts.append(markdown_table(columns, rows, align="ll" + "r" * len(lengths))
+                     + f"\n\n`{data['provenance'].get('command')}`; seeds "
+                     f"{', '.join(data['trained_runs'])}.\n")
+    return "\n".join(parts)
+
+
+def offset_far_comparisons(root: Path, folder: str) -> str:
+    """Offset retrieval far past the run's own lengths, at the longest: each TISA family
+    minus every other scheme as trained and with the variant, and the variant minus as
+    trained."""
+    rows = []
+    for data in _far_files(root, folder):
+        longest = max(int(n) for n in data["eval_lengths"])
+        label = describe_variant(data["length_scale"], data["clip_distance"], short=True)
+        for when, summary in (("as trained", data["trained_summary"]),
+                              (label, data["summary"])):
+            for c in summary["comparisons"]:
+                if c["length"] == longest:
+                    rows.append([f"{longest:,}", when, f"{c['family']} minus {c['other']}",
+                                 f"{100 * c['family_mean']:.1f}", f"{100 * c['other_mean']:.1f}",
+                                 f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, "
+                                 f"{100 * c['high']:+.1f}]", f"{c['p_holm']:.2g}"])
+        for c in data["against_trained"]:
+            if c["length"] == longest:
+                rows.append([f"{longest:,}", label, f"{c['position']}: with minus as trained",
+                             f"{100 * c['variant_mean']:.1f}", f"{100 * c['trained_mean']:.1f}",
+                             f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, "
+                             f"{100 * c['high']:+.1f}]", f"{c['p_holm']:.2g}"])
+    columns = ["length", "at inference", "comparison", "first", "second",
+               "difference, 95% interval", "p (Holm)"]
+    return (markdown_table(columns, rows, align="lllrrrr")
+            + "\n\nAccuracy x 100 beyond the training length, paired by seed; Holm over all "
+            "the comparisons of each kind in each file (every longer length).\n")
 
 
 # 1,000 steps of rbf_linear, ALiBi and FIRE
