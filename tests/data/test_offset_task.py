@@ -12,11 +12,22 @@ import torch
 
 from tisa.data.offset_task import offset_batch, total_vocab
 
-_PATH = Path(__file__).resolve().parents[2] / "experiments" / "offset_retrieval" / "run.py"
-_spec = importlib.util.spec_from_file_location("offset_retrieval", _PATH)
-experiment = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("offset_retrieval", experiment)
-_spec.loader.exec_module(experiment)
+_FOLDER = Path(__file__).resolve().parents[2] / "experiments" / "offset_retrieval"
+
+
+def _script(name: str, module: str):
+    """The script ``experiments/offset_retrieval/NAME.py``, imported as ``module``."""
+    spec = importlib.util.spec_from_file_location(module, _FOLDER / f"{name}.py")
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(module, loaded)
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+experiment = _script("run", "offset_retrieval")
+profiles = _script("profiles", "offset_retrieval_profiles")
+rescore = _script("rescore", "offset_retrieval_rescore")
+figure = _script("figure", "offset_retrieval_figure")
 
 
 def tiny_argv(out, positions, *, seeds=("0",), steps=2, eval_lengths=("16",), sequences=4):
@@ -156,13 +167,6 @@ def test_experiment_saves_the_weights_of_reported_runs(tmp_path):
     assert any(not torch.equal(state[n], untrained[n]) for n in untrained)  # trained ones
 
 
-_PROFILES = _PATH.parent / "profiles.py"
-_spec_p = importlib.util.spec_from_file_location("offset_retrieval_profiles", _PROFILES)
-profiles = importlib.util.module_from_spec(_spec_p)
-sys.modules.setdefault("offset_retrieval_profiles", profiles)
-_spec_p.loader.exec_module(profiles)
-
-
 def test_profiles_of_saved_runs_give_each_scheme_its_learned_bias(tmp_path):
     from tisa.hf.install import iter_scorers
     from tisa.pretrain.offset_retrieval import build_task_model
@@ -198,13 +202,6 @@ def test_profiles_of_saved_runs_give_each_scheme_its_learned_bias(tmp_path):
     assert profiles.kept_distances(3) == [0, 1, 2]
     far = profiles.kept_distances(4096)
     assert far[:65] == list(range(65)) and far[-1] == 4095 and len(far) < 65 + 7 * 33
-
-
-_RESCORE = _PATH.parent / "rescore.py"
-_spec_r = importlib.util.spec_from_file_location("offset_retrieval_rescore", _RESCORE)
-rescore = importlib.util.module_from_spec(_spec_r)
-sys.modules.setdefault("offset_retrieval_rescore", rescore)
-_spec_r.loader.exec_module(rescore)
 
 
 def test_rescoring_with_scaling_or_clipping_changes_only_the_longer_lengths(tmp_path):
@@ -261,6 +258,18 @@ def test_rescoring_with_scaling_or_clipping_changes_only_the_longer_lengths(tmp_
         tmp_path, "or")
     with pytest.raises(SystemExit, match="--eval-lengths"):
         rescore.main([*argv_far, "--eval-lengths", "1", "16"])
+    # the figure of such a file: one line per scheme and variant, the file's means
+    assert figure.main([str(out / "clip-15-to96.json")]) == 0
+    assert (out / "clip-15-to96.png").stat().st_size > 1000
+    ax = figure.draw(far).axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label()[0] == "_"}
+    assert set(lines) == {"alibi_learned, as trained", "alibi_learned, clipped at 15",
+                          "fire, as trained", "fire, clipped at 15"}
+    mean = far["summary"]["schemes"]["fire"]["96"]["accuracy"]["mean"]
+    assert list(lines["fire, clipped at 15"].get_ydata())[-1] == pytest.approx(100 * mean)
+    assert lines["fire, as trained"].get_color() == lines["fire, clipped at 15"].get_color()
+    with pytest.raises(SystemExit, match="not a file of rescore.py"):
+        figure.main([str(out / "results.json")])
 
 
 def test_doc_tables_by_offset_and_by_block_average_the_seeds_that_recorded_them(tmp_path):

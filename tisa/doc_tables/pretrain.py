@@ -242,6 +242,14 @@ def offset_accuracy_at_inference(root: Path, results: str) -> str:
             f"scored again on the same sequences; {commands}.\n")
 
 
+def _paired_cells(c: dict, first: str, second: str) -> list[str]:
+    """The cells of one paired comparison: both means, the difference with its interval,
+    and the corrected p (accuracies x 100)."""
+    return [f"{100 * c[first]:.1f}", f"{100 * c[second]:.1f}",
+            f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
+            f"{c['p_holm']:.2g}"]
+
+
 def offset_inference_comparisons(root: Path, results: str) -> str:
     """Offset retrieval with each inference-time variant at the longest length: the variant
     minus the model as trained, and each TISA family minus every other scheme under it."""
@@ -252,15 +260,11 @@ def offset_inference_comparisons(root: Path, results: str) -> str:
         for c in data["against_trained"]:
             if c["length"] == longest:
                 rows.append([label, f"{c['position']}: with minus as trained",
-                             f"{100 * c['variant_mean']:.1f}", f"{100 * c['trained_mean']:.1f}",
-                             f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, "
-                             f"{100 * c['high']:+.1f}]", f"{c['p_holm']:.2g}"])
+                             *_paired_cells(c, "variant_mean", "trained_mean")])
         for c in data["summary"]["comparisons"]:
             if c["length"] == longest:
                 rows.append([label, f"{c['family']} minus {c['other']}",
-                             f"{100 * c['family_mean']:.1f}", f"{100 * c['other_mean']:.1f}",
-                             f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, "
-                             f"{100 * c['high']:+.1f}]", f"{c['p_holm']:.2g}"])
+                             *_paired_cells(c, "family_mean", "other_mean")])
     columns = ["at inference", "comparison", "first", "second", "difference, 95% interval",
                "p (Holm)"]
     return (markdown_table(columns, rows, align="llrrrr")
@@ -310,15 +314,11 @@ def offset_far_comparisons(root: Path, folder: str) -> str:
             for c in summary["comparisons"]:
                 if c["length"] == longest:
                     rows.append([f"{longest:,}", when, f"{c['family']} minus {c['other']}",
-                                 f"{100 * c['family_mean']:.1f}", f"{100 * c['other_mean']:.1f}",
-                                 f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, "
-                                 f"{100 * c['high']:+.1f}]", f"{c['p_holm']:.2g}"])
+                                 *_paired_cells(c, "family_mean", "other_mean")])
         for c in data["against_trained"]:
             if c["length"] == longest:
                 rows.append([f"{longest:,}", label, f"{c['position']}: with minus as trained",
-                             f"{100 * c['variant_mean']:.1f}", f"{100 * c['trained_mean']:.1f}",
-                             f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, "
-                             f"{100 * c['high']:+.1f}]", f"{c['p_holm']:.2g}"])
+                             *_paired_cells(c, "variant_mean", "trained_mean")])
     columns = ["length", "at inference", "comparison", "first", "second",
                "difference, 95% interval", "p (Holm)"]
     return (markdown_table(columns, rows, align="lllrrrr")

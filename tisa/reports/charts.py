@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -303,6 +304,7 @@ def extrapolation_curves(
     xlabel: str = "evaluation length (tokens)",
     ylabel: str = "masked-LM loss (nats)",
     title: str = "Length extrapolation (dotted: training length)",
+    styles: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Figure:
     """Masked-LM loss against evaluation length, one line per model.
 
@@ -314,8 +316,10 @@ def extrapolation_curves(
             model's colour.
         xlabel, ylabel, title: the axis labels and title (e.g. for a loss-against-context
             curve).
+        styles: model label -> keyword arguments of its line (``color``, ``linestyle``),
+            e.g. one colour for two variants of a model.
     """
-    train_lengths = train_lengths or {}
+    train_lengths, styles = train_lengths or {}, styles or {}
     fig = Figure(figsize=(6.4, 4.2))
     fig.set_layout_engine("constrained")
     ax = fig.subplots()
@@ -323,7 +327,8 @@ def extrapolation_curves(
         points = sorted(points)
         if not points:
             continue
-        (line,) = ax.plot(*zip(*points, strict=True), marker="o", label=label)
+        style = {"marker": "o", **styles.get(label, {})}
+        (line,) = ax.plot(*zip(*points, strict=True), label=label, **style)
         if train_lengths.get(label) is not None:
             ax.axvline(train_lengths[label], color=line.get_color(), linestyle=":", alpha=0.6)
     ax.set_xscale("log", base=2)
