@@ -200,7 +200,9 @@ def _markdown(out: dict[str, Any], seeds: list[int]) -> str:
 
     variant = describe_variant(out["length_scale"], out["clip_distance"])
     lines = [f"The same trained models with {variant}.", "",
-             markdown(out["summary"], settings=out["run"]["settings"]).rstrip(), ""]
+             markdown(out["summary"], settings={**out["run"]["settings"],
+                                                "eval_lengths": out["eval_lengths"]}).rstrip(),
+             ""]
     if out["against_trained"] and "mean" in out["against_trained"][0]:
         lines += [f"With {variant} minus as trained, accuracy x 100 beyond the training "
                   f"length, paired by seed ({out['correction']}):", "",

@@ -62,7 +62,8 @@ def _offset_retrieval_tables(name: str, results: str, *, diagnostics: bool = Fal
     ``experiments/offset_retrieval/run.py`` (its ``results.json``), and with
     ``diagnostics`` (a run with ``--save-models`` whose folder also holds ``profiles.json``
     and the files of ``rescore.py``) ``name-by-offset``, ``name-by-block``, ``name-peaks``,
-    ``name-inference`` and ``name-inference-comparisons``."""
+    ``name-inference``, ``name-inference-comparisons``, and over the files of
+    ``rescore.py --eval-lengths`` ``name-far`` and ``name-far-comparisons``."""
 
     @table(name, results)
     def accuracy(root: Path) -> str:
@@ -102,6 +103,9 @@ def _offset_retrieval_tables(name: str, results: str, *, diagnostics: bool = Fal
     def comparisons(root: Path) -> str:
         """Each TISA family minus every other scheme beyond the training length, by seed."""
         s = read_json(root, results)["summary"]
+        if not s["comparisons"]:
+            return (f"No scheme to compare: the run holds {', '.join(s['schemes'])} alone "
+                    "so far.\n")
         rows = []
         for c in s["comparisons"]:
             verdict = ("no difference shown" if c["p_holm"] >= 0.05 else
@@ -145,6 +149,10 @@ def _offset_retrieval_tables(name: str, results: str, *, diagnostics: bool = Fal
             lambda root: offset_accuracy_at_inference(root, results))
         table(f"{name}-inference-comparisons", *variants)(
             lambda root: offset_inference_comparisons(root, results))
+        table(f"{name}-far", f"{folder}/*-to*.json")(
+            lambda root: offset_accuracy_far(root, folder))
+        table(f"{name}-far-comparisons", f"{folder}/*-to*.json")(
+            lambda root: offset_far_comparisons(root, folder))
 
 
 def _seed_means(r: dict, position: str, length: int, key: str) -> tuple[list, int]:
