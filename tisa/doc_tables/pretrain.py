@@ -57,15 +57,21 @@ def pretrain_own_rate(root: Path) -> str:
     return markdown_table(columns, body, align="ll" + "r" * (len(columns) - 2))
 
 
-def _offset_retrieval_tables(name: str, results: str, *, diagnostics: bool = False) -> None:
-    """Registers the tables ``name``, ``name-sweep`` and ``name-comparisons`` of one run of
-    ``experiments/offset_retrieval/run.py`` (its ``results.json``), and with
-    ``diagnostics`` (a run with ``--save-models`` whose folder also holds ``profiles.json``
-    and the files of ``rescore.py``) ``name-by-offset``, ``name-by-block``, ``name-peaks``,
-    ``name-inference``, ``name-inference-comparisons``, and over the files of
-    ``rescore.py --eval-lengths`` ``name-far`` and ``name-far-comparisons``."""
+#: the tables of one offset-retrieval run folder (:func:`_offset_retrieval_tables`)
+OFFSET_PARTS = ("accuracy", "comparisons", "sweep", "by-offset", "by-block", "peaks",
+                "inference", "inference-comparisons", "far", "far-comparisons")
 
-    @table(name, results)
+
+def _offset_retrieval_tables(
+    name: str, results: str, parts: tuple[str, ...] = ("accuracy", "comparisons", "sweep")
+) -> None:
+    """Registers the tables ``parts`` (of :data:`OFFSET_PARTS`) of one run of
+    ``experiments/offset_retrieval/run.py``: ``name`` (the accuracy), and ``name-PART``
+    for the others. ``results`` is the run's ``results.json``; ``peaks`` reads the
+    folder's ``profiles.json`` (``profiles.py``), ``inference*`` its files of
+    ``rescore.py`` at the run's lengths and ``far*`` those of ``rescore.py
+    --eval-lengths``."""
+
     def accuracy(root: Path) -> str:
         """Accuracy of every scheme at every length (beyond the training length in brackets)."""
         r = read_json(root, results)
@@ -99,7 +105,6 @@ def _offset_retrieval_tables(name: str, results: str, *, diagnostics: bool = Fal
                 f"`{(prov.get('commit') or '')[:12]}`; `{prov.get('command')}`\n")
         return markdown_table(columns, rows, align="ll" + "r" * len(lengths)) + note
 
-    @table(f"{name}-comparisons", results)
     def comparisons(root: Path) -> str:
         """Each TISA family minus every other scheme beyond the training length, by seed."""
         s = read_json(root, results)["summary"]
@@ -119,7 +124,6 @@ def _offset_retrieval_tables(name: str, results: str, *, diagnostics: bool = Fal
         return (markdown_table(columns, rows, align="lllrrrrl")
                 + f"\n\n{s['correction']}; paired by seed ({len(s['seeds'])} seeds).\n")
 
-    @table(f"{name}-sweep", results)
     def sweep(root: Path) -> str:
         """The positional rate sweep: each learned scheme's loss at the training length."""
         r = read_json(root, results)
@@ -138,21 +142,26 @@ def _offset_retrieval_tables(name: str, results: str, *, diagnostics: bool = Fal
                 f"sequences after {st['sweep_steps']} steps; the chosen rate in bold.\n")
 
 
-    if diagnostics:
-        folder = results.rsplit("/", 1)[0]
-        table(f"{name}-by-offset", results)(lambda root: offset_accuracy_by_offset(root, results))
-        table(f"{name}-by-block", results)(lambda root: offset_accuracy_by_block(root, results))
-        profiles = f"{folder}/profiles.json"
-        table(f"{name}-peaks", profiles)(lambda root: offset_bias_peaks(root, profiles))
-        variants = (results, f"{folder}/length-scale-*.json", f"{folder}/clip-*.json")
-        table(f"{name}-inference", *variants)(
-            lambda root: offset_accuracy_at_inference(root, results))
-        table(f"{name}-inference-comparisons", *variants)(
-            lambda root: offset_inference_comparisons(root, results))
-        table(f"{name}-far", f"{folder}/*-to*.json")(
-            lambda root: offset_accuracy_far(root, folder))
-        table(f"{name}-far-comparisons", f"{folder}/*-to*.json")(
-            lambda root: offset_far_comparisons(root, folder))
+    folder = results.rsplit("/", 1)[0]
+    variants = (results, f"{folder}/length-scale-*.json", f"{folder}/clip-*.json")
+    far = (f"{folder}/*-to*.json",)
+    renderers = {
+        "accuracy": (accuracy, (results,)),
+        "comparisons": (comparisons, (results,)),
+        "sweep": (sweep, (results,)),
+        "by-offset": (lambda root: offset_accuracy_by_offset(root, results), (results,)),
+        "by-block": (lambda root: offset_accuracy_by_block(root, results), (results,)),
+        "peaks": (lambda root: offset_bias_peaks(root, f"{folder}/profiles.json"),
+                  (f"{folder}/profiles.json",)),
+        "inference": (lambda root: offset_accuracy_at_inference(root, results), variants),
+        "inference-comparisons": (lambda root: offset_inference_comparisons(root, results),
+                                  variants),
+        "far": (lambda root: offset_accuracy_far(root, folder), far),
+        "far-comparisons": (lambda root: offset_far_comparisons(root, folder), far),
+    }
+    for part in parts:
+        render, sources = renderers[part]
+        table(name if part == "accuracy" else f"{name}-{part}", *sources)(render)
 
 
 def _seed_means(r: dict, position: str, length: int, key: str) -> tuple[list, int]:
@@ -336,10 +345,11 @@ def offset_far_comparisons(root: Path, folder: str) -> str:
 
 # 1,000 steps of rbf_linear, ALiBi and FIRE
 _offset_retrieval_tables("offset-retrieval", f"{RESULTS}/pretrain/offset-retrieval/results.json")
-# 2,000 steps, with the weights saved: by offset, by block and the learned bias too
+# 2,000 steps, with the weights saved: by offset, by block, the learned bias and the
+# inference-time variants too
 _offset_retrieval_tables(
     "offset-retrieval-2000", f"{RESULTS}/pretrain/offset-retrieval-2000/results.json",
-    diagnostics=True,
+    OFFSET_PARTS,
 )
 
 
