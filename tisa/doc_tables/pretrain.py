@@ -351,6 +351,11 @@ _offset_retrieval_tables(
     "offset-retrieval-2000", f"{RESULTS}/pretrain/offset-retrieval-2000/results.json",
     OFFSET_PARTS,
 )
+# 4,000 steps of rbf_linear (the other schemes to follow), as trained and clipped
+_offset_retrieval_tables(
+    "offset-retrieval-4000", f"{RESULTS}/pretrain/offset-retrieval-4000/results.json",
+    ("accuracy", "far", "far-comparisons"),
+)
 
 
 def offset_bias_peaks(root: Path, profiles: str) -> str:
