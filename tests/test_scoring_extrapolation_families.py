@@ -244,7 +244,8 @@ def test_clipped_offsets_read_every_offset_beyond_k_as_k(name):
     torch.testing.assert_close(clipped(k), expected)
     torch.testing.assert_close(clipped(k)[:, 15:26], scorer(k)[:, 15:26])  # |k| <= 5 kept
     assert clipped.translation_invariant and clipped.family == scorer.family
-    assert not list(clipped.parameters(recurse=False))  # the scorer's own, nothing added
+    # the scorer's own parameters, the same tensors (not copies), and nothing added
+    assert [id(p) for p in clipped.parameters()] == [id(p) for p in scorer.parameters()]
     torch.testing.assert_close(  # the dense bias is its Toeplitz expansion
         clipped.position_bias(4, 12), bias_lib.expand(bias_lib.table(clipped, 4, 12), 4, 12))
     if name == "alibi":  # -m |k| floors at -m K

@@ -41,7 +41,8 @@ def draw(data: dict[str, Any]):
             curves[key] = [(n, 100 * per_length[str(n)]["accuracy"]["mean"]) for n in lengths
                            if per_length[str(n)]["status"] == "ok"]
             styles[key] = {"color": colours[i % len(colours)], "linestyle": dashes}
-            train[key] = int(data["run"]["settings"]["train_length"])
+            if not train:  # one dotted line: the training length is the run's
+                train[key] = int(data["run"]["settings"]["train_length"])
     seeds = ", ".join(data["trained_runs"])
     return extrapolation_curves(
         curves, lengths, train, styles=styles, ylabel="accuracy x 100 (mean over seeds)",

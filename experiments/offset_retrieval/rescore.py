@@ -102,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--length-scale, --clip-distance: both are none; switch one on")
     # the longest input that neither remedy changes
     unchanged = min(scale if scale is not None else 10**9, clip + 1 if clip is not None else 10**9)
+    scored = [int(n) for n in st["eval_lengths"]]
+    lengths = scored if args.eval_lengths is None else sorted(set(args.eval_lengths))
+    if min(lengths) < 2:  # checked before any model is loaded
+        raise SystemExit(f"--eval-lengths: expected lengths of at least 2 tokens, got {lengths}")
     try:
         models = task.load_saved_models(
             args.run_dir, st, [(s, p) for s in seeds for p in positions])
@@ -114,10 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     from tisa.provenance import run_metadata
     from tisa.stats import holm, paired_difference
 
-    scored = [int(n) for n in st["eval_lengths"]]
-    lengths = scored if args.eval_lengths is None else sorted(set(args.eval_lengths))
-    if min(lengths) < 2:
-        raise SystemExit(f"--eval-lengths: expected lengths of at least 2 tokens, got {lengths}")
     extra = [n for n in lengths if n not in scored]  # the run has no scores there
     changed: dict[int, dict[str, Any]] = {}
     trained: dict[int, dict[str, Any]] = {}
