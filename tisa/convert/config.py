@@ -29,6 +29,10 @@ class DistillSettings:
         max_length: longest block (capped at the original's positions).
         pooled_weight: weight of the pooled-embedding term (0 for models that are not
             sentence encoders).
+        order_weight: weight of the word-order term (0: none). When above 0, half the
+            blocks of each step are twins of the other half with adjacent tokens swapped
+            (one pair per 64 tokens), and the student's change from block to twin, layer
+            by layer, is fitted to the teacher's (:func:`tisa.convert.distill.order_loss`).
         warmup: share of the steps with a linearly rising learning rate.
         seed: seed of the block sampler and of the conversion.
         save_every: checkpoint interval in steps.
@@ -42,6 +46,7 @@ class DistillSettings:
     min_length: int = 16
     max_length: int = 512
     pooled_weight: float = 1.0
+    order_weight: float = 0.0
     warmup: float = 0.1
     seed: int = 0
     save_every: int = 50
@@ -66,6 +71,8 @@ class DistillSettings:
                 f"pooled_weight must be >= 0 and warmup in [0, 1), got {self.pooled_weight!r}, "
                 f"{self.warmup!r}"
             )
+        if not self.order_weight >= 0:
+            raise ValueError(f"order_weight must be >= 0, got {self.order_weight!r}")
 
 
 def _optional_int(value: int | str | None) -> int | None:

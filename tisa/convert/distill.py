@@ -8,7 +8,15 @@ lengths (up to the teacher's limit), the loss is
     + pooled_weight * (1 - cos(mean_pool(h^S), mean_pool(h^T)))
 
 over every layer's hidden states h_l (each layer weighs the same, whatever its scale) and,
-for sentence-embedding models, the mean-pooled embedding. ``train="scoring"`` trains only
+for sentence-embedding models, the mean-pooled embedding. With ``order_weight`` above 0,
+half the blocks of a step are word-order twins of the other half (adjacent tokens
+swapped), and the loss adds
+
+    order_weight * sum_l ||d_l^S - d_l^T||^2 / ||d_l^T||^2  /  (number of layers)
+
+where d_l = h_l(block) - h_l(twin): the student's reaction to a change of word order is
+fitted to the teacher's, at its own scale (the hidden-state term sees it only as a small
+part of ||h_l^T||^2). ``train="scoring"`` trains only
 the scoring parameters (a few thousand numbers; the rest of the model stays the
 original's), ``train="all"`` trains every parameter, the scoring ones at their own
 learning rate (:func:`tisa.hf.parameter_groups`).
@@ -39,7 +47,7 @@ from tisa.files import replace_folder
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DistillSettings", "LengthSampler", "distill", "distillation_loss"]
+__all__ = ["DistillSettings", "LengthSampler", "distill", "distillation_loss", "order_loss"]
 
 
 class LengthSampler:
@@ -48,6 +56,9 @@ class LengthSampler:
     Step ``t`` draws a length L (log-uniform in [min_length, max_length]) and
     ``tokens // L`` blocks ``[first] stream[o : o + L - 2] [last]`` at random offsets o,
     all from a generator seeded with (seed, t): a resumed run draws the same batches.
+
+    With ``settings.order_weight > 0`` the batch is ``n = max(1, tokens // L // 2)``
+    blocks followed by their ``n`` twins (:meth:`twins`), in the same order.
     """
 
     def __init__(self, stream: Tensor, *, first: int, last: int, settings: DistillSettings) -> None:
@@ -65,11 +76,43 @@ class LengthSampler:
         length = int(round(math.exp(lo + (hi - lo) * torch.rand((), generator=g).item())))
         length = min(max(length, s.min_length), s.max_length)
         size = max(1, s.tokens_per_batch // length)
+        if s.order_weight > 0:
+            size = max(1, size // 2)
         starts = torch.randint(0, self.stream.numel() - (length - 2), (size,), generator=g)
         body = torch.stack([self.stream[o : o + length - 2] for o in starts.tolist()])
-        return torch.cat(
-            [torch.full((size, 1), self.first), body, torch.full((size, 1), self.last)], 1
-        )
+        if s.order_weight > 0:
+            body = torch.cat([body, self.twins(body, g)])
+        n = body.shape[0]
+        return torch.cat([torch.full((n, 1), self.first), body, torch.full((n, 1), self.last)], 1)
+
+    @staticmethod
+    def twins(body: Tensor, generator: torch.Generator) -> Tensor:
+        """``body`` (B, T) with ``max(1, T // 64)`` adjacent pairs of each row swapped.
+
+        The pairs of a row are disjoint, and a pair of equal tokens is moved one place
+        on to a pair that differs, so every twin differs from its block whenever the row
+        has two different neighbours.
+        """
+        twins = body.clone()
+        width = body.shape[1]
+        if width < 2:
+            return twins
+        swaps = max(1, width // 64)
+        for row in range(body.shape[0]):
+            tokens = twins[row]
+            differs = (tokens[:-1] != tokens[1:]).nonzero().flatten()
+            if differs.numel() == 0:
+                continue
+            picks = differs[torch.randperm(differs.numel(), generator=generator)]
+            taken: set[int] = set()
+            for i in picks.tolist():
+                if len(taken) == 2 * swaps:
+                    break
+                if i in taken or i + 1 in taken:
+                    continue
+                taken.update((i, i + 1))
+                tokens[[i, i + 1]] = tokens[[i + 1, i]]
+        return twins
 
 
 def distillation_loss(
@@ -95,6 +138,28 @@ def distillation_loss(
     ).mean()
     loss = hidden + pooled_weight * (1 - cos)
     return loss, {"hidden": float(hidden.detach()), "pooled_cosine": float(cos.detach())}
+
+
+def order_loss(student_hidden: Sequence[Tensor], teacher_hidden: Sequence[Tensor]) -> Tensor:
+    """The word-order term of the module docstring, before its weight.
+
+    Args:
+        student_hidden, teacher_hidden: hidden states (2n, L, D) of every layer, the
+            embeddings' output first (left out); rows ``n + k`` are the twins of rows
+            ``k`` (:meth:`LengthSampler.batch` with ``order_weight > 0``).
+    """
+    n = student_hidden[0].shape[0] // 2
+    if n == 0 or student_hidden[0].shape[0] != 2 * n:
+        raise ValueError(
+            f"order_loss: expected an even number of rows (blocks, then their twins), "
+            f"got {student_hidden[0].shape[0]}"
+        )
+    layers = list(zip(student_hidden[1:], teacher_hidden[1:]))
+    total = 0.0
+    for s, t in layers:
+        ds, dt = s[:n] - s[n:], t[:n] - t[n:]
+        total = total + (ds - dt).square().mean() / dt.square().mean().clamp_min(1e-12)
+    return total / len(layers)
 
 
 def _trainable(student: nn.Module, settings: DistillSettings) -> list[dict]:
@@ -180,7 +245,8 @@ def distill(
 
     Returns:
         The loss curve: one dict per step (``step``, ``loss``, ``hidden``,
-        ``pooled_cosine``, ``length``, ``seconds``).
+        ``pooled_cosine``, ``order`` with ``order_weight`` above 0, ``length``,
+        ``seconds``).
     """
     import time
 
@@ -197,7 +263,8 @@ def distill(
     start = 0
     saved = _load(folder)
     if saved is not None:
-        if saved.get("settings") != asdict(settings):
+        # checkpoints from before order_weight existed were made without the term
+        if {"order_weight": 0.0, **saved.get("settings", {})} != asdict(settings):
             raise ValueError(
                 f"checkpoint {folder}: made with other settings ({saved.get('settings')}); "
                 "use another output folder or the same settings"
@@ -217,6 +284,10 @@ def distill(
             want = teacher_base(input_ids=ids, output_hidden_states=True).hidden_states
         got = student_base(input_ids=ids, output_hidden_states=True).hidden_states
         loss, parts = distillation_loss(got, want, settings.pooled_weight)
+        if settings.order_weight > 0:
+            order = order_loss(got, want)
+            loss = loss + settings.order_weight * order
+            parts["order"] = float(order.detach())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

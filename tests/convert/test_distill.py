@@ -1,0 +1,127 @@
+"""The distillation's word-order term: twins, the batch layout and the loss."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tisa.convert.distill import DistillSettings, LengthSampler, distillation_loss, order_loss
+
+
+def _sampler(order_weight: float, **overrides) -> LengthSampler:
+    stream = torch.arange(1000) % 97 + 5  # no two equal neighbours
+    settings = DistillSettings(
+        tokens_per_batch=512, min_length=130, max_length=130, order_weight=order_weight,
+        **overrides,
+    )
+    return LengthSampler(stream, first=1, last=2, settings=settings)
+
+
+def test_twins_swap_disjoint_adjacent_pairs_of_each_row():
+    body = torch.stack([torch.randperm(200) for _ in range(4)])
+    twins = LengthSampler.twins(body, torch.Generator().manual_seed(0))
+    for row, twin in zip(body, twins):
+        assert sorted(row.tolist()) == sorted(twin.tolist())
+        moved = (row != twin).nonzero().flatten().tolist()
+        assert len(moved) == 2 * (200 // 64)  # three pairs
+        pairs = [moved[k : k + 2] for k in range(0, len(moved), 2)]
+        for i, j in pairs:
+            assert j == i + 1 and row[i] == twin[j] and row[j] == twin[i]
+    again = LengthSampler.twins(body, torch.Generator().manual_seed(0))
+    assert torch.equal(twins, again)  # reproducible from the generator
+
+
+def test_twins_skip_pairs_of_equal_tokens():
+    body = torch.tensor([[7, 7, 7, 8, 8]])
+    twin = LengthSampler.twins(body, torch.Generator().manual_seed(0))
+    assert twin.tolist() == [[7, 7, 8, 7, 8]]  # the only pair that differs
+    same = torch.tensor([[4, 4, 4]])
+    assert torch.equal(LengthSampler.twins(same, torch.Generator()), same)
+
+
+def test_batch_is_blocks_then_their_twins():
+    plain, paired = _sampler(0.0).batch(3), _sampler(0.5).batch(3)
+    assert plain.shape == (512 // 130, 130)
+    n = (512 // 130) // 2
+    assert paired.shape == (2 * n, 130)
+    assert (paired[:, 0] == 1).all() and (paired[:, -1] == 2).all()
+    blocks, twins = paired[:n], paired[n:]
+    for block, twin in zip(blocks, twins):
+        assert block[1] + 1 == block[2] or block[2] == 5  # a slice of the stream
+        assert (block != twin).sum() == 2 * (128 // 64)
+    assert torch.equal(paired, _sampler(0.5).batch(3))  # the same batch on a resumed run
+
+
+def test_order_loss_compares_the_reactions_to_reordering():
+    g = torch.Generator().manual_seed(0)
+    teacher = [torch.randn(4, 6, 8, generator=g) for _ in range(3)]
+    assert order_loss(teacher, teacher).item() == 0
+    # a student that does not react to the twins scores 1 at every layer
+    flat = [torch.cat([t[:2], t[:2]]) for t in teacher]
+    assert order_loss(flat, teacher).item() == pytest.approx(1.0)
+    # each layer weighs the same whatever its scale
+    scaled = [t * 10 for t in teacher]
+    assert order_loss([torch.cat([t[:2], t[:2]]) for t in scaled], scaled).item() == (
+        pytest.approx(1.0)
+    )
+    with pytest.raises(ValueError, match="even number of rows"):
+        order_loss([t[:3] for t in teacher], [t[:3] for t in teacher])
+    loss, parts = distillation_loss(teacher, teacher, 1.0)
+    assert loss.item() == pytest.approx(0.0, abs=1e-6) and "order" not in parts
+
+
+def test_order_weight_is_checked():
+    with pytest.raises(ValueError, match="order_weight must be >= 0"):
+        DistillSettings(order_weight=-1.0)
+
+
+def test_convert_with_the_order_term_records_it(tiny_bert, texts, tmp_path):
+    import json
+
+    from tisa.cli import main
+
+    out = tmp_path / "ordered"
+    args = ["convert", tiny_bert, "--output-dir", str(out), "--steps", "2", "--no-progress"]
+    args += ["--fit-length", "32", "--fit-blocks", "2", "--eval-texts", "10", "--lengths", "128"]
+    args += ["--tokens-per-batch", "256", "--max-length", "64", "--order-weight", "0.5"]
+    args += ["--train-file", texts[0], "--eval-file", texts[1], "--max-sts-pairs", "20"]
+    assert main(args) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["settings"]["distill"]["order_weight"] == 0.5
+    curve = metrics["distillation"]
+    assert len(curve) == 2
+    for point in curve:
+        assert point["order"] > 0
+        assert point["loss"] == pytest.approx(
+            point["hidden"] + (1 - point["pooled_cosine"]) + 0.5 * point["order"], rel=1e-4
+        )
+
+
+def test_a_checkpoint_from_before_the_order_term_resumes(tiny_bert, texts, tmp_path, caplog):
+    """Checkpoints saved before ``order_weight`` existed carry no such setting: they were
+    made without the term, so a run with ``order_weight=0`` continues them."""
+    from transformers import AutoModel
+
+    import tisa.hf
+    from tisa.convert import distill as distill_lib
+
+    model = AutoModel.from_pretrained(tiny_bert)
+    student = tisa.hf.add_tisa(AutoModel.from_pretrained(tiny_bert), position_embeddings="remove")
+    stream = torch.randint(5, 60, (400,))
+    settings = DistillSettings(steps=2, tokens_per_batch=128, max_length=32, save_every=1)
+    sampler = LengthSampler(stream, first=2, last=3, settings=settings)
+    folder = tmp_path / "checkpoint"
+    distill_lib.distill(model, student, sampler, settings, checkpoint_dir=folder, progress=False)
+    state = torch.load(folder / "state.pt", weights_only=True)
+    del state["settings"]["order_weight"]
+    state["step"] = 1
+    torch.save(state, folder / "state.pt")
+    with caplog.at_level("WARNING"):
+        distill_lib.distill(
+            model, student, sampler, settings, checkpoint_dir=folder, progress=False
+        )
+    assert "convert: resuming distillation from step 1 of 2" in caplog.messages
+    other = DistillSettings(steps=2, tokens_per_batch=128, max_length=32, save_every=1,
+                            order_weight=1.0)
+    with pytest.raises(ValueError, match="made with other settings"):
+        distill_lib.distill(model, student, sampler, other, checkpoint_dir=folder, progress=False)
