@@ -285,6 +285,16 @@ def test_word_order_probe_tells_the_models_apart(converted, tmp_path):
         0.0,
     ]
     assert wo.main([str(tmp_path), "--glue-dir", str(GLUE_DIR)]) == 2  # not a conversion
+    # --holdout: a part of CoLA train takes dev's place, the probe is fitted on the rest
+    held = wo.measure(
+        out, GLUE_DIR, max_train=60, max_dev=100, bootstrap=100, max_length=48, holdout=0.1,
+        progress=False,
+    )
+    assert held["evaluated_on"] == "heldout" and held["dev_sentences"] == 100
+    assert result["evaluated_on"] == "dev"
+    assert held["order_sentences"] <= 100 and "held-out train" in wo.markdown(held)
+    with pytest.raises(SystemExit):
+        wo.main([str(out), "--glue-dir", str(GLUE_DIR), "--holdout", "1"])
 
 
 def test_converted_speed_times_both_models_inside_the_table(converted, tmp_path):
@@ -425,3 +435,55 @@ def test_a_killed_conversion_resumes_and_says_so(converted, tiny_bert, texts, tm
     assert [c["step"] for c in resumed] == [1, 2, 3, 4]
     for a, b in zip(resumed, straight):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
+
+
+def test_selection_scores_conversions_on_held_out_data(converted, tmp_path, capsys):
+    """tisa.convert.selection: held-out STS-B and CoLA figures of each conversion against
+    the original, and the rule that chooses among them."""
+    import shutil
+
+    from tisa.convert import selection
+
+    if not GLUE_DIR.is_dir():
+        pytest.skip("needs the GLUE data")
+    _, out = converted
+    twin = tmp_path / "twin"
+    shutil.copytree(out, twin)
+    result = selection.measure(
+        [out, twin], GLUE_DIR, sts_pairs=40, max_train=80, bootstrap=100, progress=False
+    )
+    assert result["cola_heldout_sentences"] == 856 and result["cola_train_sentences"] == 80
+    first, second = result["runs"]
+    assert first["run"] == out.name and second["run"] == "twin"
+    for key in ("sts_spearman", "cola_mcc", "order_ratio", "sts_interval95"):
+        assert first[key] == second[key]  # the same weights score the same
+    assert first["sts_relative"] == pytest.approx(
+        first["sts_spearman"] / result["original"]["sts_spearman"]
+    )
+    lo, hi = first["cola_interval95"]
+    assert lo <= first["cola_difference"] <= hi or lo == hi
+    assert result["chosen"] == out.name  # a tie goes to the first (the baseline)
+    assert "| original |" in selection.markdown(result)
+    code = selection.main(
+        [str(out), str(twin), "--glue-dir", str(GLUE_DIR), "--output-dir", str(tmp_path / "s"),
+         "--sts-pairs", "40", "--max-train", "80", "--bootstrap", "100", "--no-progress"]
+    )
+    assert code == 0
+    saved = json.loads((tmp_path / "s" / "selection.json").read_text())
+    assert saved["chosen"] == out.name and saved["provenance"]["command"]
+    capsys.readouterr()
+    assert selection.main([str(tmp_path), "--glue-dir", str(GLUE_DIR)]) == 2
+    assert capsys.readouterr().err.startswith("convert_selection: error: runs:")
+
+
+def test_selection_rule_keeps_sts_and_then_takes_the_best_probe():
+    from tisa.convert.selection import choose
+
+    def run(name, sts, mcc):
+        return {"run": name, "sts_relative": sts, "cola_mcc": mcc}
+
+    assert choose([run("a", 1.0, 0.2), run("b", 0.995, 0.3), run("c", 0.98, 0.5)]) == "b"
+    assert choose([run("a", 0.98, 0.2), run("b", 0.99, 0.1)]) == "b"  # a is below the floor
+    assert choose([run("a", 0.9, 0.2), run("b", 0.9, 0.4)]) == "a"  # none qualifies
+    with pytest.raises(ValueError, match="runs: expected at least one"):
+        choose([])

@@ -21,6 +21,10 @@ For each model:
   difference between two models is paired over dev sentences: a bootstrap 95% interval
   (``--bootstrap`` resamples, seeded).
 
+With ``--holdout F`` the share F of CoLA train (split off with seed 0, as ``tisa glue
+--holdout`` does) takes the place of dev, and the probe is fitted on the rest: a setting
+of the conversion is chosen there, and dev is kept for the figures that are reported.
+
 Writes word_order.{json,md} and word_order.png into ``--output``.
 """
 
@@ -161,13 +165,19 @@ def measure(
     max_train: int | None = None,
     max_dev: int | None = None,
     max_length: int = 128,
+    holdout: float = 0.0,
     progress: bool = True,
 ) -> dict:
     from sklearn.metrics import matthews_corrcoef
     from tqdm.auto import tqdm
 
+    if not 0 <= holdout < 1:
+        raise ValueError(f"holdout: expected a share in [0, 1), got {holdout!r}")
     data = load_glue("cola", glue_dir=glue_dir, splits=("train", "validation"))
     train, dev = data["train"], data["validation"]
+    if holdout > 0:  # model selection: the held-out part of train stands in for dev
+        parts = train.train_test_split(test_size=holdout, seed=0)
+        train, dev = parts["train"], parts["test"]
     if max_train is not None:
         train = train.select(range(min(max_train, len(train))))
     if max_dev is not None:  # a smaller run (the reported figures use the whole dev set)
@@ -184,6 +194,8 @@ def measure(
         "model": source,
         "seed": seed,
         "max_length": max_length,
+        "evaluated_on": "heldout" if holdout > 0 else "dev",
+        "holdout": holdout,
         "train_sentences": len(train),
         "dev_sentences": len(dev),
         "order_sentences": len(long_dev),
@@ -234,12 +246,13 @@ def measure(
 
 def markdown(result: dict) -> str:
     models = result["models"]
+    split = "dev" if result.get("evaluated_on", "dev") == "dev" else "held-out train"
     text = (
         f"{result['model']}, frozen, on CoLA ({result['train_sentences']} train sentences, "
-        f"{result['dev_sentences']} dev; seed {result['seed']})\n\n"
+        f"{result['dev_sentences']} {split}; seed {result['seed']})\n\n"
         f"Word-order sensitivity, 1 - cos of the mean-pooled last layer, median [quartiles] "
-        f"over the {result['order_sentences']} dev sentences of at least 4 words that fit in "
-        f"{result['max_length']} tokens:\n\n"
+        f"over the {result['order_sentences']} {split} sentences of at least 4 words that fit "
+        f"in {result['max_length']} tokens:\n\n"
         "| model | two adjacent words swapped | all words shuffled |\n|---|---:|---:|\n"
     )
     for name, m in models.items():
@@ -259,7 +272,7 @@ def markdown(result: dict) -> str:
     pairs = list(result["paired"])
     text += (
         "\nFrozen probe (logistic regression on the mean-pooled layer, C by 5-fold CV on "
-        "train), dev MCC x100; differences paired over dev sentences, bootstrap 95% "
+        f"train), {split} MCC x100; differences paired over {split} sentences, bootstrap 95% "
         "interval:\n\n| layer | "
         + " | ".join(names)
         + " | "
@@ -289,7 +302,8 @@ def figure(result: dict):
         layers = [r["layer"] for r in m["probe"]]
         left.plot(layers, [100 * r["mcc"] for r in m["probe"]], marker="o", label=name)
     left.set_xlabel("layer (0 = embeddings)")
-    left.set_ylabel("CoLA dev MCC x100, frozen probe")
+    split = "dev" if result.get("evaluated_on", "dev") == "dev" else "held-out train"
+    left.set_ylabel(f"CoLA {split} MCC x100, frozen probe")
     left.set_title("What a linear probe reads from each layer")
     left.legend()
     names = list(result["models"])
@@ -311,8 +325,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", type=int, default=2000, help="resamples, >= 100")
     parser.add_argument("--max-train", type=int, default=None, help="first N train sentences")
     parser.add_argument("--max-length", type=int, default=128, help="tokens per sentence")
+    parser.add_argument(
+        "--holdout", type=float, default=0.0,
+        help="score on this share of CoLA train (seed 0) instead of dev, to choose settings",
+    )
     parser.add_argument("--output", type=Path, default=None, help="writes word_order.*")
     args = parser.parse_args(argv)
+    if not 0 <= args.holdout < 1:
+        parser.error("--holdout must be a share in [0, 1)")
     if args.bootstrap < 100:
         parser.error("--bootstrap must be >= 100")
     if args.max_train is not None and args.max_train < 50:
@@ -327,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             bootstrap=args.bootstrap,
             max_train=args.max_train,
             max_length=args.max_length,
+            holdout=args.holdout,
         )
     except (ValueError, FileNotFoundError) as err:
         print(f"word_order: error: {err}", file=sys.stderr)
