@@ -67,27 +67,60 @@ def _write_many(path: str, letter: str) -> None:
 _HOLDER = """
 import sys, time
 from tisa.files import RunLock
-RunLock(sys.argv[1]).acquire()
+RunLock(sys.argv[1], shared=sys.argv[2] == "shared").acquire()
 print("held", flush=True)
 time.sleep(120)
 """
+
+
+def _holder(folder: Path, mode: str = "exclusive") -> subprocess.Popen:
+    """Another process that holds ``folder``'s lock (``mode``: exclusive or shared)."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(folder), mode],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout.readline().strip() == "held"
+    return proc
 
 
 @pytest.fixture
 def held_folder(tmp_path):
     """A run folder whose lock another (live) process holds: (folder, process)."""
     folder = tmp_path / "run"
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(folder)], stdout=subprocess.PIPE, text=True, env=env
-    )
+    proc = _holder(folder)
     try:
-        assert proc.stdout.readline().strip() == "held"
         yield folder, proc
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_shared_holds_admit_each_other_and_refuse_an_exclusive_one(tmp_path):
+    folder = tmp_path / "run"
+    proc = _holder(folder, "shared")
+    try:
+        with pytest.raises(ValueError, match="in use by another run"):
+            files.RunLock(folder).acquire()  # exclusive: refused while shared holds last
+        lock = files.RunLock(folder, shared=True)
+        assert lock.acquire() and lock.held  # a second shared hold is fine
+        lock.release()
+        assert folder.is_dir()  # a shared hold never removes the folder
+    finally:
+        proc.kill()
+        proc.wait()
+    lock = files.RunLock(folder)
+    assert lock.acquire()  # the shared holder is gone
+    lock.release()
+
+
+def test_a_shared_hold_is_refused_while_an_exclusive_one_holds(held_folder):
+    folder, holder = held_folder
+    with pytest.raises(ValueError, match=rf"in use by another run \(process {holder.pid}\)"):
+        files.RunLock(folder, shared=True).acquire()
 
 
 def test_a_second_run_is_refused_and_a_dead_runs_lock_is_taken_over(held_folder):

@@ -178,18 +178,27 @@ class RunLock:
     check before that leaves no folder behind, and neither does one that fails before
     writing anything into the folder it created. It is released on exit.
 
+    With ``shared=True`` the hold is shared (``LOCK_SH``): any number of shared holders
+    at once, none while an exclusive one holds the folder, and the other way round. Several
+    processes that each fill their own part of one folder (each part under its own
+    exclusive lock) hold the folder shared; a shared hold never removes the folder.
+
     Args:
         folder: the run folder.
         name: the argument that named it, for the message.
+        shared: take a shared hold instead of an exclusive one.
 
     Raises:
         ValueError: (from :meth:`acquire`) another process holds the folder; the message
             names the folder and that process.
     """
 
-    def __init__(self, folder: str | os.PathLike[str], name: str = "output_dir") -> None:
+    def __init__(
+        self, folder: str | os.PathLike[str], name: str = "output_dir", *, shared: bool = False
+    ) -> None:
         self.folder = Path(folder)
         self.name = name
+        self.shared = shared
         self._key: Path | None = None
 
     @property
@@ -225,7 +234,8 @@ class RunLock:
                     f"{self.name}: cannot write to {str(self.folder)!r}: {err.strerror or err}"
                 ) from None
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                mode = fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
             except OSError:  # BlockingIOError: held by another process
                 holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
                 os.close(fd)
@@ -243,7 +253,7 @@ class RunLock:
             os.close(fd)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        _HELD[key] = [fd, 1, int(created)]
+        _HELD[key] = [fd, 1, int(created and not self.shared)]
         self._key = key
         return True
 

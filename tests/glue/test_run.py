@@ -202,6 +202,56 @@ def test_interrupted_run_resumes_from_its_checkpoint(rte_run, tmp_path):
     )
 
 
+_SHARED_WORKER = """
+import sys
+from pathlib import Path
+from tests.glue.test_run import _rte_config
+from tisa.glue.run import run_glue
+run_glue(_rte_config(sys.argv[1], Path(sys.argv[2]), seeds=(int(sys.argv[3]),)))
+"""
+
+
+@needs_glue
+def test_processes_with_a_shared_output_fill_one_folder_together(rte_run, tmp_path):
+    """``TISA_GLUE_SHARED_OUTPUT=1`` (glue_protocol.py --parallel): two processes train
+    their own seeds into one folder at once; a run another process holds is refused."""
+    config, finished = rte_run
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TISA_GLUE_SHARED_OUTPUT": "1"}
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _SHARED_WORKER, config.model, str(tmp_path), str(seed)],
+            env=env,
+            cwd=REPO,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in (1, 2)
+    ]
+    for worker in workers:
+        _, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err[-2000:]
+    both = run_glue(_rte_config(config.model, tmp_path))  # nothing left to train
+    assert both.trained == 0
+    assert [r["metrics"] for r in both.runs] == [r["metrics"] for r in finished.runs]
+
+
+@needs_glue
+def test_a_shared_output_refuses_a_run_another_process_trains(
+    rte_run, tmp_path, monkeypatch
+):
+    from tests.test_files import _holder
+
+    config, _ = rte_run
+    holder = _holder(run_dir(tmp_path, "rte", "none", 1))  # as if training seed 1
+    try:
+        monkeypatch.setenv("TISA_GLUE_SHARED_OUTPUT", "1")
+        with pytest.raises(ValueError, match=rf"in use by another run \(process {holder.pid}\)"):
+            run_glue(_rte_config(config.model, tmp_path, seeds=(1,)))
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 @needs_glue
 def test_other_settings_in_the_same_output_folder_are_refused(rte_run):
     config, _ = rte_run

@@ -120,3 +120,17 @@ def convert_word_order(root: Path) -> str:
             f"seed {data['seed']}; commit `{(prov.get('commit') or '')[:12]}`, "
             f"`{prov.get('command')}`\n")
     return word_order_table(data) + note
+
+
+CONVERT_SELECTION = f"{RESULTS}/convert/minilm/selection/selection.json"
+
+
+@table("convert-selection", CONVERT_SELECTION)
+def convert_selection(root: Path) -> str:
+    """Conversion settings against the original on held-out STS-B and CoLA train data."""
+    from tisa.convert.selection import markdown
+
+    data = read_json(root, CONVERT_SELECTION)
+    prov = data.get("provenance") or {}
+    return (markdown(data) + f"\ncommit `{(prov.get('commit') or '')[:12]}`, "
+            f"`{prov.get('command')}`\n")

@@ -45,6 +45,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -64,7 +65,7 @@ from tisa.glue.results import (
     summary_csv,
     summary_markdown,
 )
-from tisa.glue.run import GlueConfig, _load_result, run_dir, run_glue
+from tisa.glue.run import SHARED_OUTPUT, GlueConfig, _load_result, run_dir, run_glue
 from tisa.hub import MINILM
 from tisa.provenance import run_metadata
 from tisa.reports.charts import glue_results
@@ -117,11 +118,13 @@ def _glue_dir(given: str | None) -> str:
 
 def _spawn(args: argparse.Namespace, jobs: list[list[str]]) -> None:
     """Runs each job (extra arguments of this script) as its own process, ``--parallel`` at
-    a time; raises if one fails."""
+    a time; raises if one fails. The jobs fill one output folder together, each with its
+    own runs (``tisa.glue.run.SHARED_OUTPUT``)."""
     base = [sys.executable, "-m", "tisa.glue.protocol"]
     common = ["--glue-dir", _glue_dir(args.glue_dir), "--epochs", str(args.epochs or 3.0)]
     if args.model:
         common += ["--model", args.model]
+    env = {**os.environ, SHARED_OUTPUT: "1"}
     running: list[subprocess.Popen] = []
     failed = []
     for job in jobs:
@@ -129,7 +132,7 @@ def _spawn(args: argparse.Namespace, jobs: list[list[str]]) -> None:
             time.sleep(1.0)
             failed += [p.args for p in running if p.poll() not in (None, 0)]
             running = [p for p in running if p.poll() is None]
-        running.append(subprocess.Popen(base + job + common))
+        running.append(subprocess.Popen(base + job + common, env=env))
     for p in running:
         if p.wait() != 0:
             failed.append(p.args)

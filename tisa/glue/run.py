@@ -336,6 +336,10 @@ def _fine_tune(
 # --------------------------------------------------------------------------------------
 # the experiment
 # --------------------------------------------------------------------------------------
+#: environment variable that lets several processes fill one output folder (see run_glue)
+SHARED_OUTPUT = "TISA_GLUE_SHARED_OUTPUT"
+
+
 def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -> GlueResults:
     """Runs every (task, variant, seed) of ``config`` not finished yet, then summarises.
 
@@ -358,17 +362,24 @@ def run_glue(config: GlueConfig, *, callbacks: Sequence[TrainerCallback] = ()) -
             the runs already in ``config.output_dir``, and an output folder that is a
             file or cannot be written).
         FileNotFoundError: missing data (the message says how to get it).
+
+    Several processes fill one folder at once, each with runs of its own (as
+    ``experiments/glue_protocol.py --parallel`` does), when the environment variable
+    ``TISA_GLUE_SHARED_OUTPUT`` is ``1``: each then holds the folder shared and each run it
+    trains exclusively, so two processes never train the same run. Otherwise a process
+    holds the whole folder.
     """
     # two experiments into one folder would train the same runs twice
-    with RunLock(config.output_dir) as lock:
-        return _run_glue(config, callbacks, lock)
+    shared = os.environ.get(SHARED_OUTPUT) == "1"
+    with RunLock(config.output_dir, shared=shared) as lock:
+        return _run_glue(config, callbacks, lock, shared=shared)
 
 
 def _run_glue(
-    config: GlueConfig, callbacks: Sequence[TrainerCallback], lock: RunLock
+    config: GlueConfig, callbacks: Sequence[TrainerCallback], lock: RunLock, *, shared: bool
 ) -> GlueResults:
     """:func:`run_glue` holding ``lock``, taken at once when the folder exists, else
-    before the first write."""
+    before the first write; with ``shared``, each run's folder is held while it trains."""
     check_output_dir(config.output_dir, "output_dir")
     _check_settings(config)
     main = _is_main_process()
@@ -402,14 +413,22 @@ def _run_glue(
                 encoded = encode(config, task, dataset, tokenizer)
             for _, variant, seed in (r for r in pending if r[0] == task_name):
                 bar.set_postfix_str(f"{task_name} {variant} seed {seed}")
-                result = _fine_tune(config, task, encoded, tokenizer, variant, seed, callbacks)
-                if main:
-                    stage_done(_run_name(task_name, variant, seed), _run_line(result))
-                    path = _result_path(config, task_name, variant, seed)
-                    write_json(path, {**result, "provenance": run_metadata()})
-                    if not config.keep_checkpoints:
-                        shutil.rmtree(path.parent / "checkpoints", ignore_errors=True)
-                    files = _write_tables(config, _collect(config, plan))
+                with RunLock(run_dir(config.output_dir, task_name, variant, seed)) as own:
+                    if shared and main:
+                        own.acquire()  # another process on this run: refused in one line
+                        if _load_result(_result_path(config, task_name, variant, seed)):
+                            bar.update()  # finished by another process meanwhile
+                            continue
+                    result = _fine_tune(
+                        config, task, encoded, tokenizer, variant, seed, callbacks
+                    )
+                    if main:
+                        stage_done(_run_name(task_name, variant, seed), _run_line(result))
+                        path = _result_path(config, task_name, variant, seed)
+                        write_json(path, {**result, "provenance": run_metadata()})
+                        if not config.keep_checkpoints:
+                            shutil.rmtree(path.parent / "checkpoints", ignore_errors=True)
+                        files = _write_tables(config, _collect(config, plan))
                 bar.update()
 
     runs = _collect(config, plan)
