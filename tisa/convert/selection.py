@@ -38,7 +38,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tisa.convert.config import DistillSettings
+from tisa.convert.convert import finished_conversion
+from tisa.convert.evaluate import sentence_embeddings
+from tisa.convert.word_order import order_sensitivity, probe
+from tisa.data.glue import load_glue
 from tisa.files import write_atomic, write_json
+from tisa.hf.architectures import num_positions
+from tisa.hub import model_source
+from tisa.provenance import run_metadata, sha256_file
+from tisa.reports.markdown import markdown_table
 
 __all__ = ["choose", "main", "markdown", "measure"]
 
@@ -58,7 +67,6 @@ def _bootstrap(statistic, n: int, *, resamples: int, seed: int) -> list[float]:
 
 def _conversion(folder: Path) -> tuple[str, Path, dict[str, Any]]:
     """(original's name, model folder, the run's settings) of a finished conversion."""
-    from tisa.convert.convert import finished_conversion
 
     source, model_dir = finished_conversion(folder, argument="runs")
     metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
@@ -85,12 +93,6 @@ def measure(
     from tqdm.auto import tqdm
     from transformers import AutoModel, AutoTokenizer
 
-    from tisa.convert.evaluate import sentence_embeddings
-    from tisa.convert.word_order import order_sensitivity, probe
-    from tisa.data.glue import load_glue
-    from tisa.hf.architectures import num_positions
-    from tisa.hub import model_source
-    from tisa.provenance import sha256_file
 
     if not runs:
         raise ValueError("runs: expected at least one tisa convert folder")
@@ -226,7 +228,6 @@ def _settings_text(distill: dict[str, Any]) -> str:
     """The distillation settings a run changed from the defaults, e.g. ``order_weight=1``."""
     from dataclasses import asdict
 
-    from tisa.convert.config import DistillSettings
 
     default = asdict(DistillSettings())
     changed = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
@@ -235,7 +236,6 @@ def _settings_text(distill: dict[str, Any]) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    from tisa.reports.markdown import markdown_table
 
     o = result["original"]
 
@@ -282,7 +282,6 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tisa.provenance import run_metadata
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path, nargs="+", help="tisa convert output folders")

@@ -7,6 +7,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from tisa.convert.selection import markdown as selection_markdown
 from tisa.doc_tables.base import RESULTS, grouped, read_json, table, x100
 from tisa.reports.markdown import markdown_table
 
@@ -128,9 +129,38 @@ CONVERT_SELECTION = f"{RESULTS}/convert/minilm/selection/selection.json"
 @table("convert-selection", CONVERT_SELECTION)
 def convert_selection(root: Path) -> str:
     """Conversion settings against the original on held-out STS-B and CoLA train data."""
-    from tisa.convert.selection import markdown
-
     data = read_json(root, CONVERT_SELECTION)
     prov = data.get("provenance") or {}
-    return (markdown(data) + f"\ncommit `{(prov.get('commit') or '')[:12]}`, "
+    return (selection_markdown(data) + f"\ncommit `{(prov.get('commit') or '')[:12]}`, "
             f"`{prov.get('command')}`\n")
+
+
+CONVERT_ORDER = tuple(f"{RESULTS}/convert/minilm/order-{w}/metrics.json" for w in (1, 10))
+
+
+@table("convert-order-runs", CONVERT, *CONVERT_ORDER)
+def convert_order_runs(root: Path) -> str:
+    """The word-order term along each run's distillation, next to the default run."""
+    rows = []
+    for path in (CONVERT, *CONVERT_ORDER):
+        m = read_json(root, path)
+        weight = m["settings"]["distill"].get("order_weight", 0.0)
+        curve = m["distillation"]
+
+        def mean(key: str, part: slice, curve=curve) -> str:
+            values = [c[key] for c in curve[part] if key in c]
+            return f"{sum(values) / len(values):.3f}" if values else "-"
+
+        rows.append([
+            f"{weight:g}", mean("order", slice(0, 50)), mean("order", slice(-50, None)),
+            mean("hidden", slice(-50, None)), f"{m['converted']['fidelity']['mean']:.4f}",
+            f"`{m['weights_sha256'][:12]}`",
+        ])
+    table_text = markdown_table(
+        ["order weight", "order term, steps 1-50 (mean)", "steps 251-300",
+         "hidden-state term, steps 251-300", "fidelity: cosine to the original",
+         "weights (SHA-256)"],
+        rows,
+        align="r" * 5 + "l",
+    )
+    return table_text
