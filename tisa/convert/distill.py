@@ -89,9 +89,10 @@ class LengthSampler:
     def twins(body: Tensor, generator: torch.Generator) -> Tensor:
         """``body`` (B, T) with ``max(1, T // 64)`` adjacent pairs of each row swapped.
 
-        The pairs of a row are disjoint, and a pair of equal tokens is moved one place
-        on to a pair that differs, so every twin differs from its block whenever the row
-        has two different neighbours.
+        The pairs of a row are disjoint and hold two different tokens (fewer pairs when
+        a row has fewer such), so every twin differs from its block whenever the row has
+        two different neighbours. Tokens, not words: a word-piece may swap with its
+        neighbour.
         """
         twins = body.clone()
         width = body.shape[1]

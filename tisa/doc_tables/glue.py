@@ -9,7 +9,9 @@ from typing import Any
 
 from tisa.doc_tables.base import RESULTS, grouped, read_json, signed, table, x100
 from tisa.doc_tables.convert import word_order_table
+from tisa.glue.results import paired_comparison
 from tisa.reports.markdown import markdown_table
+from tisa.stats import holm
 
 GLUE_SUMMARY = f"{RESULTS}/glue/summary/results.json"
 GLUE_TASKS = (("cola", "CoLA"), ("sst2", "SST-2"), ("mrpc", "MRPC"), ("stsb", "STS-B"),
@@ -156,3 +158,64 @@ def glue_scale(root: Path) -> str:
 def glue_word_order(root: Path) -> str:
     """Word-order sensitivity of the frozen models and the CoLA probe by layer."""
     return word_order_table(read_json(root, f"{RESULTS}/glue/word_order/word_order.json"))
+
+
+GLUE_ORDER = f"{RESULTS}/glue/converted-order-1"
+
+
+@table(
+    "glue-cola-order",
+    f"{GLUE_ORDER}/**/*.json",
+    f"{RESULTS}/glue/protocol/runs/cola/none/*/result.json",
+    f"{RESULTS}/glue/converted/runs/cola/none/*/result.json",
+)
+def glue_cola_order(root: Path) -> str:
+    """CoLA fine-tuned from the original, the default conversion and the conversion with
+    the word-order term: each seed, and the paired differences (t interval, Holm)."""
+    from scipy import stats
+
+    def scores(folder: str) -> dict[int, float]:
+        found = sorted((root / folder).glob("runs/cola/none/seed-*/result.json"))
+        runs = [read_json(root, str(p.relative_to(root))) for p in found]
+        return {int(r["seed"]): float(r["score"]) for r in runs}
+
+    models = {
+        "original": scores(f"{RESULTS}/glue/protocol"),
+        "converted (default)": scores(f"{RESULTS}/glue/converted"),
+        "converted, order weight 1": scores(GLUE_ORDER),
+    }
+    seeds = sorted(set.intersection(*(set(v) for v in models.values())))
+    def mean_sd(values: list[float]) -> str:
+        if len(values) < 2:
+            return x100(values[0]) if values else "n/a"
+        return f"{100 * statistics.fmean(values):.2f} ± {100 * statistics.stdev(values):.2f}"
+
+    rows = [[name, len(s), mean_sd(list(s.values()))] for name, s in models.items()]
+    text = markdown_table(["model", "seeds", "CoLA dev MCC x100, mean ± sd"], rows, align="lrr")
+    pairs = (
+        ("converted, order weight 1", "original"),
+        ("converted (default)", "original"),
+        ("converted, order weight 1", "converted (default)"),
+    )
+    found, pvalues = [], []
+    for a, b in pairs:
+        first = {s: models[a][s] for s in seeds}
+        second = {s: models[b][s] for s in seeds}
+        cmp = paired_comparison(first, second)
+        p = float(stats.ttest_rel(list(first.values()), list(second.values())).pvalue)
+        found.append((a, b, cmp))
+        pvalues.append(p)
+    adjusted = holm(pvalues)
+    body = [
+        [f"{a} - {b}", cmp["n"], f"{100 * cmp['mean_diff']:+.2f}",
+         f"[{100 * cmp['ci95'][0]:+.2f}, {100 * cmp['ci95'][1]:+.2f}]",
+         f"{cmp['wins']} / {cmp['losses']}", f"{p:.2g}"]
+        for (a, b, cmp), p in zip(found, adjusted)
+    ]
+    text += "\n" + markdown_table(
+        ["difference (paired by seed)", "seeds", "mean", "t 95% interval", "wins / losses",
+         "p (paired t, Holm over 3)"],
+        body,
+        align="lrrrrr",
+    )
+    return text
