@@ -166,6 +166,7 @@ GLUE_ORDER = f"{RESULTS}/glue/converted-order-1"
 @table(
     "glue-cola-order",
     f"{GLUE_ORDER}/**/*.json",
+    f"{GLUE_ORDER}/**/*.csv",
     f"{RESULTS}/glue/protocol/runs/cola/none/*/result.json",
     f"{RESULTS}/glue/converted/runs/cola/none/*/result.json",
 )
