@@ -23,7 +23,7 @@ def draw(data: dict[str, Any]):
     """The figure of a rescore file."""
     from matplotlib import colormaps
 
-    from tisa.pretrain.offset_retrieval import describe_variant
+    from tisa.pretrain.schemes import describe_variant
     from tisa.reports.charts import extrapolation_curves
 
     lengths = [int(n) for n in data["eval_lengths"]]

@@ -196,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _markdown(out: dict[str, Any], seeds: list[int]) -> str:
-    from tisa.pretrain.offset_retrieval import describe_variant, markdown
+    from tisa.pretrain.offset_retrieval import markdown
+    from tisa.pretrain.schemes import describe_variant
 
     variant = describe_variant(out["length_scale"], out["clip_distance"])
     lines = [f"The same trained models with {variant}.", "",

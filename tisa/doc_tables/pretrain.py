@@ -6,7 +6,7 @@ import statistics
 from pathlib import Path
 
 from tisa.doc_tables.base import RESULTS, grouped, read_json, table
-from tisa.pretrain.offset_retrieval import describe_variant
+from tisa.pretrain.schemes import describe_variant
 from tisa.reports.markdown import accuracy_cell, markdown_table
 
 

@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from tisa.pretrain.schemes import describe_variant
 from tisa.reports.markdown import markdown_table
 
 if TYPE_CHECKING:
@@ -196,10 +197,7 @@ class ExtrapolationResults:
         text = f"{head} in nats (perplexity) by evaluation length.\n\n" + table
         changed = [f"scoring options {', '.join(self.config.scoring_options)}"
                    if self.config.scoring_options else "",
-                   f"log-n scaling past {self.config.length_scale} keys"
-                   if self.config.length_scale is not None else "",
-                   f"offsets clipped at +-{self.config.clip_distance}"
-                   if self.config.clip_distance is not None else ""]
+                   describe_variant(self.config.length_scale, self.config.clip_distance)]
         if any(changed):
             text += ("\nScored with " + "; ".join(c for c in changed if c)
                      + " (runs with TISA attention).\n")

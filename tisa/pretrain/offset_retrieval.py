@@ -39,7 +39,6 @@ __all__ = [
     "TISA_FAMILIES",
     "build_task_model",
     "choose_rate",
-    "describe_variant",
     "eval_cell",
     "evaluate",
     "extrapolates",
@@ -77,20 +76,6 @@ def has_positional_parameters(position: str) -> bool:
     from tisa.pretrain.compare import has_positional_parameters as learned
 
     return learned(RunSpec(position, position, {}, ()))
-
-
-def describe_variant(length_scale: int | None, clip_distance: int | None, *,
-                     short: bool = False) -> str:
-    """Words for an inference-time variant of :mod:`experiments/offset_retrieval/rescore.py`
-    (log-n scaling past N keys, offsets clipped at +-K, or both); ``short`` for a table."""
-    parts = []
-    if length_scale is not None:
-        parts.append(f"log-n past {length_scale}" if short else
-                     f"log-n scaling past {length_scale} keys")
-    if clip_distance is not None:
-        parts.append(f"clipped at {clip_distance}" if short else
-                     f"offsets clipped at +-{clip_distance}")
-    return (" + " if short else " and ").join(parts)
 
 
 def choose_rate(losses: Mapping[float, float]) -> float:

@@ -23,7 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["PRETRAIN_ARCHS", "POSITIONS", "SIZES", "ModelSize", "scoring_family"]
+__all__ = [
+    "PRETRAIN_ARCHS", "POSITIONS", "SIZES", "ModelSize", "describe_variant", "scoring_family",
+]
 
 
 Arch = Literal["albert", "bert", "gpt2"]
@@ -102,3 +104,18 @@ SIZES: dict[str, ModelSize] = {
     "small": ModelSize(256, 4, 4, 1024, 128),
     "base": ModelSize(768, 12, 12, 3072, 128),  # ALBERT-base (BERT-base with E = D)
 }
+
+
+def describe_variant(length_scale: int | None, clip_distance: int | None, *,
+                     short: bool = False) -> str:
+    """Words for inference-time settings of TISA attention (log-n scaling past N keys,
+    offsets clipped at +-K, or both; "" for neither), as ``tisa extrapolate`` and
+    ``experiments/offset_retrieval/rescore.py`` apply them; ``short`` for a table."""
+    parts = []
+    if length_scale is not None:
+        parts.append(f"log-n past {length_scale}" if short else
+                     f"log-n scaling past {length_scale} keys")
+    if clip_distance is not None:
+        parts.append(f"clipped at {clip_distance}" if short else
+                     f"offsets clipped at +-{clip_distance}")
+    return (" + " if short else " and ").join(parts)
