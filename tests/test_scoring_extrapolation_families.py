@@ -257,6 +257,18 @@ def test_clipped_offsets_read_every_offset_beyond_k_as_k(name):
         assert all(p.grad is not None for p in scorer.parameters())
 
 
+def test_clipped_offsets_of_a_scorer_is_one_object_outside_its_state():
+    from tisa.scoring import ClippedOffsets
+
+    scorer = build("rbf_linear", num_heads=3)
+    keys = list(scorer.state_dict())
+    first = ClippedOffsets.of(scorer, 7)
+    assert ClippedOffsets.of(scorer, 7) is first  # every forward pass: the same object
+    assert ClippedOffsets.of(scorer, 9) is not first and first.clip_distance == 7
+    assert list(scorer.state_dict()) == keys and not list(scorer.children())
+    torch.testing.assert_close(first(torch.tensor([-30, 30])), scorer(torch.tensor([-7, 7])))
+
+
 def test_clipped_fire_with_the_query_normaliser_sees_no_query_past_k():
     from tisa.scoring import ClippedOffsets
 

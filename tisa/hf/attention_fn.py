@@ -219,7 +219,7 @@ def tisa_attention_forward(
         # config.tisa may have been changed on a loaded model: the same check as on load
         check_int(clip, "config.tisa['clip_distance']")
         if lk - 1 > clip:  # shorter inputs have no offset to clip
-            scorer = ClippedOffsets(scorer, clip)
+            scorer = ClippedOffsets.of(scorer, clip)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
     common = dict(mask=attention_mask, causal=causal, dropout_p=dropout, scale=scale)
     if backend == "eager" or kwargs.get("output_attentions", False):

@@ -169,10 +169,11 @@ class ClippedOffsets(ScoringFunction):
     gets a bias the model never produced, and every offset up to K keeps its own. The
     result is still a function of k = j - i alone for a translation-invariant ``scorer``.
     A family whose bias also depends on the query position (FIRE's query normaliser)
-    clips in its own :meth:`position_bias`. Built per call by the attention code when
-    ``TisaSettings.clip_distance`` is set; it holds no parameters of its own, and its
-    :meth:`config` is the wrapped scorer's (the clip is a setting of the model, stored in
-    ``config.tisa``, not an option of the family).
+    clips in its own :meth:`position_bias`. The attention code uses it (through
+    :meth:`of`, one wrapper per scorer and K) when ``TisaSettings.clip_distance`` is set;
+    it holds no parameters of its own, and its :meth:`config` is the wrapped scorer's (the
+    clip is a setting of the model, stored in ``config.tisa``, not an option of the
+    family).
     """
 
     def __init__(self, scorer: ScoringFunction, clip_distance: int) -> None:
@@ -198,6 +199,16 @@ class ClippedOffsets(ScoringFunction):
 
     def extra_repr(self) -> str:
         return f"clip_distance={self.clip_distance}"
+
+    @staticmethod
+    def of(scorer: ScoringFunction, clip_distance: int) -> ClippedOffsets:
+        """The one wrapper of ``scorer`` clipped at ``clip_distance``, made on first use and
+        kept on the scorer (outside its submodules: the state dict does not change), so
+        every forward pass uses the same object (``torch.compile`` guards on it)."""
+        kept = scorer.__dict__.setdefault("_tisa_clipped", {})
+        if clip_distance not in kept:
+            kept[clip_distance] = ClippedOffsets(scorer, clip_distance)
+        return kept[clip_distance]
 
 
 def check_number(value: Any, name: str, *, minimum: float | None = None, strict=False) -> float:
