@@ -25,7 +25,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cpu_model", "git_commit", "run_metadata", "sha256_file"]
+from tisa.files import write_atomic, write_json
+
+__all__ = ["cpu_model", "git_commit", "run_metadata", "save_result", "sha256_file"]
 
 _REPO = Path(__file__).resolve().parent.parent
 
@@ -124,3 +126,12 @@ def sha256_file(path: str | os.PathLike[str], *, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def save_result(folder: str | os.PathLike[str], stem: str, text: str, result: dict) -> Path:
+    """Writes ``FOLDER/STEM.md`` (``text``) and ``FOLDER/STEM.json`` (``result`` with its
+    provenance, :func:`run_metadata`), each atomically; returns the JSON file."""
+    folder = Path(folder)
+    write_atomic(folder / f"{stem}.md", text)
+    write_json(folder / f"{stem}.json", {**result, "provenance": run_metadata()})
+    return folder / f"{stem}.json"

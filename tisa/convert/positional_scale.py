@@ -25,10 +25,9 @@ from pathlib import Path
 
 import tisa.hf
 from tisa.checkpoints import load_plain
-from tisa.files import write_atomic, write_json
 from tisa.hf.install import iter_scorers
 from tisa.hub import model_source
-from tisa.provenance import run_metadata
+from tisa.provenance import save_result
 
 
 def _spread(profiles, max_offset: int, offsets) -> tuple[list[float], list[float]]:
@@ -132,8 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(result)
     print(text, end="")
     if args.output is not None:
-        write_atomic(args.output / "scale.md", text)
-        write_json(args.output / "scale.json", {**result, "provenance": run_metadata()})
+        save_result(args.output, "scale", text, result)
     return 0
 
 

@@ -43,10 +43,9 @@ from tisa.convert.convert import finished_conversion
 from tisa.convert.evaluate import sentence_embeddings
 from tisa.convert.word_order import order_sensitivity, probe
 from tisa.data.glue import load_glue
-from tisa.files import write_atomic, write_json
 from tisa.hf.architectures import num_positions
 from tisa.hub import model_source
-from tisa.provenance import run_metadata, sha256_file
+from tisa.provenance import save_result, sha256_file
 from tisa.reports.markdown import markdown_table
 
 __all__ = ["choose", "main", "markdown", "measure"]
@@ -317,6 +316,5 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(result)
     print(text, end="")
     if args.output_dir is not None:
-        write_atomic(args.output_dir / "selection.md", text)
-        write_json(args.output_dir / "selection.json", {**result, "provenance": run_metadata()})
+        save_result(args.output_dir, "selection", text, result)
     return 0

@@ -39,9 +39,8 @@ from tisa.convert.convert import finished_conversion
 from tisa.convert.evaluate import layer_embeddings
 from tisa.convert.student import build_student
 from tisa.data.glue import load_glue
-from tisa.files import write_atomic, write_json
 from tisa.hub import model_source
-from tisa.provenance import run_metadata
+from tisa.provenance import save_result
 from tisa.reports.figures import save_figure
 
 MODELS = ("original", "converted", "no positions")
@@ -355,8 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(result)
     print(text, end="")
     if args.output is not None:
-        write_atomic(args.output / "word_order.md", text)
-        write_json(args.output / "word_order.json", {**result, "provenance": run_metadata()})
+        save_result(args.output, "word_order", text, result)
         save_figure(figure(result), args.output / "word_order.png")
     return 0
 
