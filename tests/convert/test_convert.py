@@ -487,3 +487,38 @@ def test_selection_rule_keeps_sts_and_then_takes_the_best_probe():
     assert choose([run("a", 0.9, 0.2), run("b", 0.9, 0.4)]) == "a"  # none qualifies
     with pytest.raises(ValueError, match="runs: expected at least one"):
         choose([])
+
+
+def test_logit_terms_split_a_difference_into_orthogonal_shares(converted, tmp_path):
+    from tisa.bias import expand
+    from tisa.convert import logit_terms as lt
+
+    g = torch.Generator().manual_seed(0)
+    n = 6
+    offset_part = expand(torch.randn(2, 2 * n - 1, generator=g, dtype=torch.float64), n, n)
+    # a Toeplitz difference that is the same in every block: all of it is "offset"
+    same = offset_part.expand(4, 2, n, n)
+    shares = lt.split(same)
+    torch.testing.assert_close(shares["offset"], torch.ones(2, dtype=torch.float64))
+    # plus noise that differs by block, and a fixed part that is not Toeplitz
+    noisy = same + torch.randn(4, 2, n, n, generator=g, dtype=torch.float64)
+    fixed = same + torch.triu(torch.ones(n, n, dtype=torch.float64))[None, None] * torch.arange(
+        n, dtype=torch.float64
+    )
+    for d in (noisy, fixed):
+        s = lt.split(d)
+        torch.testing.assert_close(s["offset"] + s["absolute"] + s["content"],
+                                   torch.ones(2, dtype=torch.float64))
+        assert (s["rms"] > 0).all()
+    assert (lt.split(noisy)["content"] > 0.1).all() and (lt.split(fixed)["absolute"] > 0).all()
+    assert (lt.split(fixed)["content"] < 1e-12).all()
+    _, out = converted
+    result = lt.measure(out, blocks=3, length=24, progress=False)
+    effect = result["differences"]["position effect"]
+    assert [r["layer"] for r in effect] == [1, 2] and len(effect[0]["offset"]) == 4  # heads
+    assert "| position effect | 1 |" in lt.markdown(result)
+    assert lt.main([str(out), "--blocks", "3", "--length", "24", "--output", str(tmp_path),
+                    "--no-progress"]) == 0
+    saved = json.loads((tmp_path / "logit_terms.json").read_text())
+    assert saved["provenance"]["command"] and saved["blocks"] == 3
+    assert lt.main([str(tmp_path), "--no-progress"]) == 2  # not a conversion

@@ -1,0 +1,170 @@
+"""What part of a position table's effect on attention can a function of j - i carry?
+
+    python experiments/logit_terms.py runs/convert --output benchmarks/results/convert/minilm
+
+For every layer and head, on ``--blocks`` blocks of Penn Treebank test text of
+``--length`` tokens, the row-centred attention logits of three frozen models (as
+:mod:`tisa.convert.profiles` recovers them; [CLS] and [SEP] left out): the original named
+in a ``tisa convert`` run, its converted model, and the original without positions (its
+table removed, the mean of its first 128 rows folded into the token-type embeddings: the
+converter's student before fitting). Two differences, block by block:
+
+- **the position effect**, original minus no positions: what the table changes;
+- **what the conversion misses**, original minus converted.
+
+Each difference D (blocks x queries x keys) is split into three orthogonal parts, and
+each part's share of the sum of squares of D is reported:
+
+- **offset**: the block average of D projected onto Toeplitz matrices, a function of
+  j - i alone: what a TISA f_h(j - i) can represent;
+- **absolute**: the rest of the block average, the same for every text but not a
+  function of j - i alone (positions counted from the start);
+- **content**: D minus its block average, what changes with the text (a query's content
+  choosing its offsets, or the layers below having computed something else).
+
+A large content share of the position effect is a part of it that no function of
+j - i, however well fitted, can represent. Median over heads per layer, and the root
+mean square of D in logits. Writes logit_terms.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from tisa.convert.word_order import load_models
+from tisa.data.corpus import ptb_lines
+from tisa.data.text_blocks import text_blocks
+from tisa.metrics import toeplitz_projection
+from tisa.provenance import save_result
+from tisa.reports.markdown import markdown_table
+
+__all__ = ["main", "markdown", "measure", "row_centred_logits", "split"]
+
+#: the two differences, as (name, first model, second model)
+DIFFERENCES = (
+    ("position effect", "original", "no positions"),
+    ("missed by the conversion", "original", "converted"),
+)
+
+
+@torch.no_grad()
+def row_centred_logits(model, blocks: Tensor, *, batch_size: int = 4) -> list[Tensor]:
+    """Per layer, the row-centred logits of every block: (B, H, L-2, L-2) float64, the
+    first and last token of each block left out (see :mod:`tisa.convert.profiles`)."""
+    base = getattr(model, "base_model", model)
+    previous = base.config._attn_implementation
+    eager = "tisa_eager" if str(previous).startswith("tisa") else "eager"
+    base.eval()
+    if previous != eager:
+        base.set_attn_implementation(eager)
+    try:
+        layers: list[list[Tensor]] | None = None
+        for s in range(0, blocks.shape[0], batch_size):
+            out = base(input_ids=blocks[s : s + batch_size], output_attentions=True)
+            logs = []
+            for probs in out.attentions:
+                inner = probs[:, :, 1:-1, 1:-1].double().clamp_min(1e-38).log()
+                logs.append(inner - inner.mean(-1, keepdim=True))
+            layers = [[x] for x in logs] if layers is None else [
+                kept + [x] for kept, x in zip(layers, logs)
+            ]
+    finally:
+        if previous != eager:
+            base.set_attn_implementation(previous)
+    assert layers is not None
+    return [torch.cat(parts) for parts in layers]
+
+
+def split(difference: Tensor) -> dict[str, Tensor]:
+    """Shares of the sum of squares of ``difference`` (B, H, N, N) per head: ``offset``,
+    ``absolute`` and ``content`` (the module docstring), and ``rms`` (H,)."""
+    mean = difference.mean(0)  # (H, N, N)
+    offset = toeplitz_projection(mean)
+    blocks = difference.shape[0]
+    parts = {
+        "offset": blocks * offset.square().sum((-2, -1)),
+        "absolute": blocks * (mean - offset).square().sum((-2, -1)),
+        "content": (difference - mean).square().sum((0, -2, -1)),
+    }
+    total = difference.square().sum((0, -2, -1)).clamp_min(1e-30)
+    out = {name: value / total for name, value in parts.items()}
+    out["rms"] = (total / difference[0, 0].numel() / blocks).sqrt()
+    return out
+
+
+def measure(
+    convert_dir: Path, *, blocks: int = 32, length: int = 128, progress: bool = True
+) -> dict:
+    from tqdm.auto import tqdm
+
+    source, models, tokenizer = load_models(convert_dir)
+    ids = text_blocks(tokenizer, ptb_lines("test"), length=length, count=blocks)
+    logits = {
+        name: row_centred_logits(model, ids)
+        for name, model in tqdm(models.items(), desc="logits", disable=not progress)
+    }
+    result: dict = {"model": source, "blocks": blocks, "length": length, "differences": {}}
+    for name, first, second in DIFFERENCES:
+        layers = []
+        for layer, (a, b) in enumerate(zip(logits[first], logits[second])):
+            shares = split(a - b)
+            layers.append({"layer": layer + 1, **{k: v.tolist() for k, v in shares.items()}})
+        result["differences"][name] = layers
+    return result
+
+
+def markdown(result: dict) -> str:
+    rows = []
+    for name, layers in result["differences"].items():
+        for row in layers:
+            median = {k: float(torch.tensor(row[k]).median()) for k in
+                      ("offset", "absolute", "content", "rms")}
+            rows.append([
+                name if row["layer"] == 1 else "", row["layer"], f"{median['rms']:.3f}",
+                f"{median['offset']:.2f}", f"{median['absolute']:.2f}",
+                f"{median['content']:.2f}",
+            ])
+    table = markdown_table(
+        ["difference", "layer", "RMS (logits)", "offset: f(j - i)", "absolute", "content"],
+        rows,
+        align="lrrrrr",
+    )
+    return (
+        f"{result['model']}: shares of each difference's sum of squares, median over "
+        f"heads; {result['blocks']} Penn Treebank test blocks of {result['length']} "
+        f"tokens, logits centred per query row\n\n{table}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("convert_dir", type=Path, help="--output-dir of a tisa convert run")
+    parser.add_argument("--blocks", type=int, default=32, help="text blocks, >= 2")
+    parser.add_argument("--length", type=int, default=128, help="tokens per block, >= 8")
+    parser.add_argument("--output", type=Path, default=None, help="writes logit_terms.*")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    if args.blocks < 2:
+        parser.error("--blocks must be >= 2")
+    if args.length < 8:
+        parser.error("--length must be >= 8")
+    if args.output is not None and args.output.is_file():
+        parser.error(f"--output: {args.output} is a file")
+    try:
+        result = measure(
+            args.convert_dir, blocks=args.blocks, length=args.length,
+            progress=not args.no_progress,
+        )
+    except (ValueError, FileNotFoundError) as err:
+        print(f"logit_terms: error: {err}", file=sys.stderr)
+        return 2
+    text = markdown(result)
+    print(text, end="")
+    if args.output is not None:
+        save_result(args.output, "logit_terms", text, result)
+    return 0
