@@ -7,6 +7,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from tisa.convert.logit_terms import markdown as logit_terms_markdown
 from tisa.convert.selection import markdown as selection_markdown
 from tisa.doc_tables.base import RESULTS, grouped, read_json, table, x100
 from tisa.reports.markdown import markdown_table
@@ -164,3 +165,16 @@ def convert_order_runs(root: Path) -> str:
         align="r" * 5 + "l",
     )
     return table_text
+
+
+CONVERT_LOGIT_TERMS = f"{RESULTS}/convert/minilm/logit_terms.json"
+
+
+@table("convert-logit-terms", CONVERT_LOGIT_TERMS)
+def convert_logit_terms(root: Path) -> str:
+    """The position effect on attention logits and what the conversion misses, split into
+    a function of j - i, an absolute part and a part that changes with the text."""
+    data = read_json(root, CONVERT_LOGIT_TERMS)
+    prov = data.get("provenance") or {}
+    return (logit_terms_markdown(data) + f"\ncommit `{(prov.get('commit') or '')[:12]}`, "
+            f"`{prov.get('command')}`\n")
