@@ -512,13 +512,23 @@ def test_logit_terms_split_a_difference_into_orthogonal_shares(converted, tmp_pa
         assert (s["rms"] > 0).all()
     assert (lt.split(noisy)["content"] > 0.1).all() and (lt.split(fixed)["absolute"] > 0).all()
     assert (lt.split(fixed)["content"] < 1e-12).all()
+    import shutil
+
     _, out = converted
-    result = lt.measure(out, blocks=3, length=24, progress=False)
+    twin = tmp_path / "twin"
+    shutil.copytree(out, twin)
+    result = lt.measure([out, twin], blocks=3, length=24, progress=False)
     effect = result["differences"]["position effect"]
     assert [r["layer"] for r in effect] == [1, 2] and len(effect[0]["offset"]) == 4  # heads
+    assert list(result["differences"]) == ["position effect", f"missed by {out.name}",
+                                           "missed by twin"]
+    assert result["differences"]["missed by twin"] == result["differences"][
+        f"missed by {out.name}"]  # the same weights miss the same
     assert "| position effect | 1 |" in lt.markdown(result)
-    assert lt.main([str(out), "--blocks", "3", "--length", "24", "--output", str(tmp_path),
-                    "--no-progress"]) == 0
-    saved = json.loads((tmp_path / "logit_terms.json").read_text())
+    with pytest.raises(ValueError, match="different names"):
+        lt.measure([out, out], blocks=3, length=24, progress=False)
+    assert lt.main([str(out), "--blocks", "3", "--length", "24", "--output",
+                    str(tmp_path / "terms"), "--no-progress"]) == 0
+    saved = json.loads((tmp_path / "terms" / "logit_terms.json").read_text())
     assert saved["provenance"]["command"] and saved["blocks"] == 3
     assert lt.main([str(tmp_path), "--no-progress"]) == 2  # not a conversion

@@ -1,16 +1,19 @@
 """What part of a position table's effect on attention can a function of j - i carry?
 
     python experiments/logit_terms.py runs/convert --output benchmarks/results/convert/minilm
+    python experiments/logit_terms.py runs/convert runs/convert-k10   # several conversions
 
 For every layer and head, on ``--blocks`` blocks of Penn Treebank test text of
-``--length`` tokens, the row-centred attention logits of three frozen models (as
+``--length`` tokens, the row-centred attention logits of frozen models (as
 :mod:`tisa.convert.profiles` recovers them; [CLS] and [SEP] left out): the original named
-in a ``tisa convert`` run, its converted model, and the original without positions (its
-table removed, the mean of its first 128 rows folded into the token-type embeddings: the
-converter's student before fitting). Two differences, block by block:
+in the ``tisa convert`` runs (all of the same original), each run's converted model, and
+the original without positions (its table removed, the mean of its first 128 rows folded
+into the token-type embeddings: the converter's student before fitting). The
+differences, block by block:
 
 - **the position effect**, original minus no positions: what the table changes;
-- **what the conversion misses**, original minus converted.
+- **missed by RUN**, original minus the converted model of each run (named by its
+  folder).
 
 Each difference D (blocks x queries x keys) is split into three orthogonal parts, and
 each part's share of the sum of squares of D is reported:
@@ -31,11 +34,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from tisa.convert.convert import finished_conversion
 from tisa.convert.word_order import load_models
 from tisa.data.corpus import ptb_lines
 from tisa.data.text_blocks import text_blocks
@@ -45,11 +50,6 @@ from tisa.reports.markdown import markdown_table
 
 __all__ = ["main", "markdown", "measure", "row_centred_logits", "split"]
 
-#: the two differences, as (name, first model, second model)
-DIFFERENCES = (
-    ("position effect", "original", "no positions"),
-    ("missed by the conversion", "original", "converted"),
-)
 
 
 @torch.no_grad()
@@ -98,20 +98,37 @@ def split(difference: Tensor) -> dict[str, Tensor]:
 
 
 def measure(
-    convert_dir: Path, *, blocks: int = 32, length: int = 128, progress: bool = True
+    convert_dirs: Sequence[Path], *, blocks: int = 32, length: int = 128, progress: bool = True
 ) -> dict:
     from tqdm.auto import tqdm
+    from transformers import AutoModel
 
-    source, models, tokenizer = load_models(convert_dir)
+    if not convert_dirs:
+        raise ValueError("convert_dirs: expected at least one tisa convert folder")
+    names = [Path(d).name for d in convert_dirs]
+    if len(set(names)) < len(names):
+        raise ValueError(f"convert_dirs: expected folders of different names, got {names}")
+    source, models, tokenizer = load_models(convert_dirs[0])
+    converted = {names[0]: models.pop("converted")}
+    for folder, name in zip(convert_dirs[1:], names[1:]):
+        other, model_dir = finished_conversion(folder, argument="convert_dirs")
+        if other != source:
+            raise ValueError(
+                f"convert_dirs: expected conversions of one original, got {source} and {other}"
+            )
+        converted[name] = AutoModel.from_pretrained(model_dir)
     ids = text_blocks(tokenizer, ptb_lines("test"), length=length, count=blocks)
+    every = {**models, **{f"converted {n}": m for n, m in converted.items()}}
     logits = {
         name: row_centred_logits(model, ids)
-        for name, model in tqdm(models.items(), desc="logits", disable=not progress)
+        for name, model in tqdm(every.items(), desc="logits", disable=not progress)
     }
+    differences = [("position effect", "no positions")]
+    differences += [(f"missed by {n}", f"converted {n}") for n in converted]
     result: dict = {"model": source, "blocks": blocks, "length": length, "differences": {}}
-    for name, first, second in DIFFERENCES:
+    for name, second in differences:
         layers = []
-        for layer, (a, b) in enumerate(zip(logits[first], logits[second])):
+        for layer, (a, b) in enumerate(zip(logits["original"], logits[second])):
             shares = split(a - b)
             layers.append({"layer": layer + 1, **{k: v.tolist() for k, v in shares.items()}})
         result["differences"][name] = layers
@@ -143,7 +160,9 @@ def markdown(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("convert_dir", type=Path, help="--output-dir of a tisa convert run")
+    parser.add_argument(
+        "convert_dirs", type=Path, nargs="+", help="--output-dir of tisa convert runs"
+    )
     parser.add_argument("--blocks", type=int, default=32, help="text blocks, >= 2")
     parser.add_argument("--length", type=int, default=128, help="tokens per block, >= 8")
     parser.add_argument("--output", type=Path, default=None, help="writes logit_terms.*")
@@ -157,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--output: {args.output} is a file")
     try:
         result = measure(
-            args.convert_dir, blocks=args.blocks, length=args.length,
+            args.convert_dirs, blocks=args.blocks, length=args.length,
             progress=not args.no_progress,
         )
     except (ValueError, FileNotFoundError) as err:
