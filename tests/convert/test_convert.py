@@ -187,6 +187,7 @@ def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts
     args = ["convert", tiny_bert, "--output-dir", str(out), "--steps", "0", "--no-progress"]
     args += ["--fit-length", "32", "--fit-blocks", "2", "--eval-texts", "10", "--lengths", "128"]
     args += ["--length-scale", "auto"]  # log-n scaling past the longest distillation length
+    args += ["--num-kernels", "3"]
     args += ["--train-file", texts[0], "--eval-file", texts[1], "--max-sts-pairs", "20"]
     if GLUE_DIR.is_dir():
         args += ["--glue-dir", str(GLUE_DIR)]
@@ -195,6 +196,8 @@ def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts
     assert metrics["distillation"] == []
     assert metrics["settings"]["distill"]["steps"] == 0
     assert metrics["positional_parameters"]["converted"]["absolute"] == 0
+    # 3 kernels of 3 parameters for each of 4 heads in 2 layers (the default 5 gives 120)
+    assert metrics["positional_parameters"]["converted"]["tisa"] == 2 * 4 * 3 * 3
     assert metrics["environment"] == {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
@@ -207,6 +210,7 @@ def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts
     offsets = fit["original"]["offsets"]
     scorers = [s for _, s in tisa.hf.iter_scorers(AutoModel.from_pretrained(out / "model"))]
     assert len(scorers) == fit["fitted"].shape[0] == 2
+    assert all(scorer.num_kernels == 3 for scorer in scorers)
     for layer, scorer in enumerate(scorers):
         with torch.no_grad():
             values = scorer(offsets).double()

@@ -230,6 +230,7 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
         original,
         fold_positions=config.fold_positions,
         length_scale=settings.max_length if config.length_scale == "auto" else config.length_scale,
+        num_kernels=config.num_kernels,
     )
     fit_path = out / "fit.pt"
     fit_settings = {

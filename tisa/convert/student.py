@@ -49,7 +49,11 @@ def mean_position_row(model: nn.Module, positions: int) -> Tensor:
 
 @torch.no_grad()
 def build_student(
-    original: nn.Module, *, fold_positions: int | None = 128, length_scale: int | None = None
+    original: nn.Module,
+    *,
+    fold_positions: int | None = 128,
+    length_scale: int | None = None,
+    num_kernels: int = 5,
 ) -> nn.Module:
     """A TISA copy of ``original`` without absolute positions, scorers at zero.
 
@@ -60,6 +64,7 @@ def build_student(
             embeddings; None folds nothing.
         length_scale: log-n scaling past N tokens (``tisa.hf.TisaSettings.length_scale``);
             None: none.
+        num_kernels: RBF kernels per head.
 
     Raises:
         ValueError: the model has no absolute position table or no token-type embeddings
@@ -77,7 +82,11 @@ def build_student(
         row = mean_position_row(original, fold_positions).to(types.weight)
         types.weight.add_(row)
     tisa.hf.add_tisa(
-        student, position_embeddings="remove", start="zero", length_scale=length_scale
+        student,
+        position_embeddings="remove",
+        start="zero",
+        length_scale=length_scale,
+        num_kernels=check_int(num_kernels, "num_kernels"),
     )
     return student
 
