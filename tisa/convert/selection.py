@@ -35,10 +35,11 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tisa.convert.config import DistillSettings
+from tisa.convert.config import ConvertConfig, DistillSettings
 from tisa.convert.convert import finished_conversion
 from tisa.convert.evaluate import sentence_embeddings
 from tisa.convert.word_order import order_sensitivity, probe
@@ -48,10 +49,12 @@ from tisa.hub import model_source
 from tisa.provenance import save_result, sha256_file
 from tisa.reports.markdown import markdown_table
 
-__all__ = ["choose", "main", "markdown", "measure"]
+__all__ = ["choose", "main", "markdown", "measure", "settings_text"]
 
 #: STS-B Spearman a chosen conversion keeps, as a share of the original's
 STS_FLOOR = 0.99
+#: tisa convert's default kernels per head
+NUM_KERNELS = ConvertConfig.__dataclass_fields__["num_kernels"].default
 
 
 def _bootstrap(statistic, n: int, *, resamples: int, seed: int) -> list[float]:
@@ -185,6 +188,7 @@ def measure(
         result["runs"].append(
             {
                 "run": Path(run).name,
+                "num_kernels": settings.get("num_kernels"),
                 "distill": settings.get("distill", {}),
                 "weights_sha256": sha256_file(weights) if weights.is_file() else None,
                 "sts_spearman": s["sts_spearman"],
@@ -223,14 +227,13 @@ def choose(runs: Sequence[dict[str, Any]]) -> str:
     return best["run"]
 
 
-def _settings_text(distill: dict[str, Any]) -> str:
-    """The distillation settings a run changed from the defaults, e.g. ``order_weight=1``."""
-    from dataclasses import asdict
-
-
+def settings_text(distill: dict[str, Any], *, num_kernels: int | None = None) -> str:
+    """What a conversion changed from the defaults, e.g. ``order_weight=1`` or
+    ``num_kernels=10``: its kernels per head and its distillation settings."""
     default = asdict(DistillSettings())
-    changed = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-               for k, v in distill.items() if k in default and default[k] != v]
+    changed = [] if num_kernels in (None, NUM_KERNELS) else [f"num_kernels={num_kernels}"]
+    changed += [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                for k, v in distill.items() if k in default and default[k] != v]
     return ", ".join(changed) or "defaults"
 
 
@@ -251,7 +254,7 @@ def markdown(result: dict[str, Any]) -> str:
         rows.append(
             [
                 r["run"] + (" (chosen)" if r["run"] == result["chosen"] else ""),
-                _settings_text(r["distill"]),
+                settings_text(r["distill"], num_kernels=r.get("num_kernels")),
                 f"{r['sts_spearman']:.4f}",
                 f"{r['sts_relative']:.3f}",
                 f"{1000 * r['sts_difference']:+.1f} {interval(r['sts_interval95'], 1000)}",

@@ -9,6 +9,7 @@ from typing import Any
 
 from tisa.convert.logit_terms import markdown as logit_terms_markdown
 from tisa.convert.selection import markdown as selection_markdown
+from tisa.convert.selection import settings_text
 from tisa.doc_tables.base import RESULTS, grouped, read_json, table, x100
 from tisa.reports.markdown import markdown_table
 
@@ -136,35 +137,38 @@ def convert_selection(root: Path) -> str:
             f"`{prov.get('command')}`\n")
 
 
-CONVERT_ORDER = tuple(f"{RESULTS}/convert/minilm/order-{w}/metrics.json" for w in (1, 10))
+CONVERT_VARIANTS = tuple(
+    f"{RESULTS}/convert/minilm/{name}/metrics.json" for name in ("order-1", "order-10", "k10")
+)
 
 
-@table("convert-order-runs", CONVERT, *CONVERT_ORDER)
-def convert_order_runs(root: Path) -> str:
-    """The word-order term along each run's distillation, next to the default run."""
+@table("convert-variant-runs", CONVERT, *CONVERT_VARIANTS)
+def convert_variant_runs(root: Path) -> str:
+    """The default conversion and its variants: the fit, the word-order term along the
+    distillation, and the fidelity."""
     rows = []
-    for path in (CONVERT, *CONVERT_ORDER):
+    for path in (CONVERT, *CONVERT_VARIANTS):
         m = read_json(root, path)
-        weight = m["settings"]["distill"].get("order_weight", 0.0)
         curve = m["distillation"]
 
         def mean(key: str, part: slice, curve=curve) -> str:
             values = [c[key] for c in curve[part] if key in c]
             return f"{sum(values) / len(values):.3f}" if values else "-"
 
+        settings = settings_text(m["settings"]["distill"], num_kernels=m["settings"]["num_kernels"])
         rows.append([
-            f"{weight:g}", mean("order", slice(0, 50)), mean("order", slice(-50, None)),
-            mean("hidden", slice(-50, None)), f"{m['converted']['fidelity']['mean']:.4f}",
-            f"`{m['weights_sha256'][:12]}`",
+            settings, grouped(m["positional_parameters"]["converted"]["total"]),
+            f"{m['fit']['r2_median']:.2f}", mean("order", slice(0, 50)),
+            mean("order", slice(-50, None)), mean("hidden", slice(-50, None)),
+            f"{m['converted']['fidelity']['mean']:.4f}", f"`{m['weights_sha256'][:12]}`",
         ])
-    table_text = markdown_table(
-        ["order weight", "order term, steps 1-50 (mean)", "steps 251-300",
-         "hidden-state term, steps 251-300", "fidelity: cosine to the original",
-         "weights (SHA-256)"],
+    return markdown_table(
+        ["conversion", "positional parameters", "fit: median R²",
+         "order term, steps 1-50 (mean)", "steps 251-300", "hidden-state term, steps 251-300",
+         "fidelity: cosine to the original", "weights (SHA-256)"],
         rows,
-        align="r" * 5 + "l",
+        align="lr" + "r" * 5 + "l",
     )
-    return table_text
 
 
 CONVERT_LOGIT_TERMS = f"{RESULTS}/convert/minilm/logit_terms.json"
