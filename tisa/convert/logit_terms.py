@@ -41,6 +41,7 @@ import torch
 from torch import Tensor
 
 from tisa.convert.convert import finished_conversion
+from tisa.convert.profiles import row_centred_batches
 from tisa.convert.word_order import load_models
 from tisa.data.corpus import ptb_lines
 from tisa.data.text_blocks import text_blocks
@@ -54,30 +55,10 @@ __all__ = ["main", "markdown", "measure", "row_centred_logits", "split"]
 
 @torch.no_grad()
 def row_centred_logits(model, blocks: Tensor, *, batch_size: int = 4) -> list[Tensor]:
-    """Per layer, the row-centred logits of every block: (B, H, L-2, L-2) float64, the
-    first and last token of each block left out (see :mod:`tisa.convert.profiles`)."""
-    base = getattr(model, "base_model", model)
-    previous = base.config._attn_implementation
-    eager = "tisa_eager" if str(previous).startswith("tisa") else "eager"
-    base.eval()
-    if previous != eager:
-        base.set_attn_implementation(eager)
-    try:
-        layers: list[list[Tensor]] | None = None
-        for s in range(0, blocks.shape[0], batch_size):
-            out = base(input_ids=blocks[s : s + batch_size], output_attentions=True)
-            logs = []
-            for probs in out.attentions:
-                inner = probs[:, :, 1:-1, 1:-1].double().clamp_min(1e-38).log()
-                logs.append(inner - inner.mean(-1, keepdim=True))
-            layers = [[x] for x in logs] if layers is None else [
-                kept + [x] for kept, x in zip(layers, logs)
-            ]
-    finally:
-        if previous != eager:
-            base.set_attn_implementation(previous)
-    assert layers is not None
-    return [torch.cat(parts) for parts in layers]
+    """Per layer, the row-centred logits of every block: (B, H, L-2, L-2) float64
+    (:func:`tisa.convert.profiles.row_centred_batches`, the batches joined)."""
+    batches = list(row_centred_batches(model, blocks, batch_size=batch_size))
+    return [torch.cat(layer) for layer in zip(*batches)]
 
 
 def split(difference: Tensor) -> dict[str, Tensor]:

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from tisa._validate import check_int
 from tisa.metrics import offset_profile, translation_invariance
 
-__all__ = ["AttentionProfiles", "attention_profiles"]
+__all__ = ["AttentionProfiles", "attention_profiles", "row_centred_batches"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,39 @@ class AttentionProfiles:
     count: Tensor
     ti: Tensor
     length: int
+
+
+@torch.no_grad()
+def row_centred_batches(model: nn.Module, blocks: Tensor, *, batch_size: int = 4):
+    """Per batch of ``blocks``, per layer, the row-centred logits (b, H, L-2, L-2) float64,
+    the first and last token left out (see the module docstring).
+
+    The logits are recovered from the attention probabilities the model returns with
+    ``output_attentions=True`` (log p = logit - logsumexp(row); row-centring removes the
+    second term), so the model runs an implementation that returns them (``eager`` or
+    ``tisa_eager``; this function switches to it and back).
+    """
+    check_int(batch_size, "batch_size")
+    base = getattr(model, "base_model", model)
+    previous = base.config._attn_implementation
+    eager = "tisa_eager" if str(previous).startswith("tisa") else "eager"
+    was_training = base.training
+    base.eval()
+    if previous != eager:
+        base.set_attn_implementation(eager)
+    try:
+        for s in range(0, blocks.shape[0], batch_size):
+            batch = blocks[s : s + batch_size].to(next(base.parameters()).device)
+            out = base(input_ids=batch, output_attentions=True)
+            logs = []
+            for probs in out.attentions:  # (b, H, L, L) per layer
+                inner = probs[:, :, 1:-1, 1:-1].double().clamp_min(1e-38).log()
+                logs.append(inner - inner.mean(-1, keepdim=True))
+            yield logs
+    finally:
+        if previous != eager:
+            base.set_attn_implementation(previous)
+        base.train(was_training)
 
 
 @torch.no_grad()
@@ -70,30 +103,10 @@ def attention_profiles(
     """
     if blocks.dim() != 2 or blocks.shape[1] < 4:
         raise ValueError(f"blocks must be (B, L) with L >= 4, got {tuple(blocks.shape)}")
-    check_int(batch_size, "batch_size")
-    base = getattr(model, "base_model", model)
-    config = base.config
-    previous = config._attn_implementation
-    eager = "tisa_eager" if str(previous).startswith("tisa") else "eager"
-    was_training = base.training
-    base.eval()
-    if previous != eager:
-        base.set_attn_implementation(eager)
-    try:
-        total: list[Tensor] | None = None
-        for s in range(0, blocks.shape[0], batch_size):
-            batch = blocks[s : s + batch_size].to(next(base.parameters()).device)
-            out = base(input_ids=batch, output_attentions=True)
-            logs = []
-            for probs in out.attentions:  # (b, H, L, L) per layer
-                inner = probs[:, :, 1:-1, 1:-1].double().clamp_min(1e-38).log()
-                inner = inner - inner.mean(-1, keepdim=True)  # row-centred
-                logs.append(inner.sum(0))  # (H, L-2, L-2)
-            total = logs if total is None else [t + x for t, x in zip(total, logs)]
-    finally:
-        if previous != eager:
-            base.set_attn_implementation(previous)
-        base.train(was_training)
+    total: list[Tensor] | None = None
+    for logs in row_centred_batches(model, blocks, batch_size=batch_size):
+        sums = [x.sum(0) for x in logs]  # (H, L-2, L-2) per layer
+        total = sums if total is None else [t + x for t, x in zip(total, sums)]
     assert total is not None
     keep = range(len(total)) if layers is None else layers
     matrices = torch.stack([total[i] / blocks.shape[0] for i in keep])  # (Y, H, L-2, L-2)
