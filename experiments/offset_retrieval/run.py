@@ -24,7 +24,9 @@ for every such scheme, chosen without a look at the longer lengths or the report
 Each finished run is written at once to ``OUTPUT/seed-S/POSITION.json`` (a sweep run to
 ``OUTPUT/sweep/POSITION-lrR.json``), with ``--save-models`` its weights to
 ``OUTPUT/seed-S/POSITION.pt``; a rerun with the same settings keeps those and trains
-only what is missing. Then ``results.json``
+only what is missing. A run in progress writes its training state to
+``OUTPUT/seed-S/POSITION.ckpt.pt`` every ``--checkpoint-every`` steps; a rerun goes on
+from it, to the same result as a run never interrupted. Then ``results.json``
 (provenance, settings, every run, and the summary: mean ± sd over seeds per scheme and
 length, and every TISA family against every other scheme beyond the training length,
 paired by seed with Holm's correction) and ``results.md``.
@@ -88,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--eval-sequences", type=int, default=64)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--checkpoint-every", type=int, default=250, metavar="N",
+                        help="write each run's training state every N steps "
+                             "(OUTPUT/.../POSITION.ckpt.pt), so an interrupted run goes on "
+                             "from there (default 250)")
     parser.add_argument("--save-models", action="store_true",
                         help="also write each reported run's weights to seed-S/POSITION.pt")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -114,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     for flag, value, least in (("--steps", args.steps, 1), ("--batch-size", args.batch_size, 1),
                                ("--vocab-size", args.vocab_size, 2), ("--warmup", args.warmup, 0),
                                ("--eval-sequences", args.eval_sequences, 1),
+                               ("--checkpoint-every", args.checkpoint_every, 1),
                                ("--sweep-steps",
                                 1 if args.sweep_steps is None else args.sweep_steps, 1)):
         if value < least:
@@ -144,12 +151,18 @@ def main(argv: list[str] | None = None) -> int:
                  save_model: bool = False) -> dict:
         run = _saved_run(path, run_settings)
         if run is None:
-            run = task.train_and_evaluate(
-                position, **run_settings, seed=seed, device=device,
-                progress=not args.no_progress,
-                save_model=path.with_suffix(".pt") if save_model else None,
-            )
+            checkpoint = path.with_suffix(".ckpt.pt")
+            try:
+                run = task.train_and_evaluate(
+                    position, **run_settings, seed=seed, device=device,
+                    progress=not args.no_progress,
+                    save_model=path.with_suffix(".pt") if save_model else None,
+                    checkpoint=checkpoint, checkpoint_every=args.checkpoint_every,
+                )
+            except ValueError as err:  # a checkpoint of other arguments, or damaged
+                raise SystemExit(f"--output-dir: {err}") from None
             write_json(path, {"settings": run_settings, "run": run})
+            checkpoint.unlink(missing_ok=True)
             print(f"{path.parent.name}, {path.stem}: trained, loss {run['final_train_loss']:.3f}",
                   flush=True)
         else:

@@ -311,3 +311,51 @@ def test_doc_table_of_bias_peaks_measures_each_offset_against_its_neighbours(tmp
     assert "| alibi | -0.50 | -0.50 | n/a |" in text  # no neighbour at -10
     assert "| rbf | +0.00 | +2.00 | n/a |" in text  # the flat head at -1
     assert "no positional bias: absolute" in text
+
+
+def test_an_interrupted_run_goes_on_from_its_checkpoint_to_the_same_result(tmp_path, monkeypatch):
+    out = tmp_path / "or"
+    argv = [*tiny_argv(out, ["fire"], steps=6), "--checkpoint-every", "2", "--save-models"]
+    assert experiment.main(argv) == 0
+    whole = json.loads((out / "seed-0" / "fire.json").read_text())["run"]
+    weights = torch.load(out / "seed-0" / "fire.pt", weights_only=True)
+    assert not (out / "seed-0" / "fire.ckpt.pt").exists()  # removed once the run is kept
+    (out / "seed-0" / "fire.json").unlink()
+
+    real, calls = offset_batch, []
+
+    def stops_at_the_fifth_batch(**kwargs):
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return real(**kwargs)
+
+    monkeypatch.setattr("tisa.data.offset_task.offset_batch", stops_at_the_fifth_batch)
+    with pytest.raises(KeyboardInterrupt):
+        experiment.main(argv)
+    checkpoint = torch.load(out / "seed-0" / "fire.ckpt.pt", weights_only=True)
+    assert checkpoint["step"] == 4  # the last multiple of 2 before the interruption
+    monkeypatch.undo()
+    counted = []
+
+    def counts_training_batches(**kwargs):
+        counted.append(kwargs["batch_size"] == 32)  # training batches; 4 sequences to score
+        return real(**kwargs)
+
+    monkeypatch.setattr("tisa.data.offset_task.offset_batch", counts_training_batches)
+    assert experiment.main(argv) == 0
+    assert sum(counted) == 2  # steps 5 and 6 only
+    again = json.loads((out / "seed-0" / "fire.json").read_text())["run"]
+    assert again["train_loss_curve"] == whole["train_loss_curve"]
+    assert again["final_train_loss"] == whole["final_train_loss"]
+    assert again["eval"] == whole["eval"]
+    resumed = torch.load(out / "seed-0" / "fire.pt", weights_only=True)
+    assert all(torch.equal(resumed[n], weights[n]) for n in weights)
+    assert not (out / "seed-0" / "fire.ckpt.pt").exists()
+    # a checkpoint of other arguments is refused, naming the file
+    (out / "seed-0" / "fire.json").unlink()
+    torch.save({"args": {"steps": 99}}, out / "seed-0" / "fire.ckpt.pt")
+    with pytest.raises(SystemExit, match="--output-dir: checkpoint .*fire.ckpt.pt.*other arg"):
+        experiment.main(argv)
+    with pytest.raises(SystemExit, match="--checkpoint-every"):
+        experiment.main([*argv, "--checkpoint-every", "0"])

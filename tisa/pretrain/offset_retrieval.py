@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tisa.checkpoints import load_plain
 from tisa.files import write_atomic
 from tisa.pretrain.schemes import SCHEMES, scoring_family
 from tisa.reports.markdown import accuracy_cell
@@ -189,6 +190,23 @@ def last_query_bias(model: Any, length: int) -> tuple[Any, Any]:
     return offsets, torch.stack(values) if values else torch.zeros(0, 0, length)
 
 
+def _read_training_state(path: Path, run_args: dict[str, Any]) -> dict[str, Any]:
+    """The training state :func:`train_and_evaluate` checkpointed at ``path``.
+
+    Raises:
+        ValueError: the file cannot be read, or was written for other arguments (named).
+    """
+    try:
+        state = load_plain(path)
+    except (RuntimeError, EOFError, OSError) as err:
+        raise ValueError(f"checkpoint {path}: cannot be read ({type(err).__name__}: {err}); "
+                         "delete it to start this run over") from None
+    if state.get("args") != run_args:
+        raise ValueError(f"checkpoint {path}: written for other arguments ({state.get('args')}, "
+                         f"not {run_args}); delete it to start this run over")
+    return state
+
+
 def train_and_evaluate(
     position: str,
     *,
@@ -207,6 +225,8 @@ def train_and_evaluate(
     device: str = "cpu",
     progress: bool = True,
     save_model: str | Path | None = None,
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int = 250,
 ) -> dict[str, Any]:
     """Trains one scheme on the task and scores it at every evaluation length.
 
@@ -215,6 +235,12 @@ def train_and_evaluate(
     positional parameters at ``tisa_learning_rate`` when given. The evaluation sequences
     of a length depend on the seed and the length only. With ``save_model``, the trained
     model's ``state_dict`` is written there (``torch.save``) before it is scored.
+
+    With ``checkpoint``, the training state (weights, optimiser, schedule, the batch
+    generator, the loss curve so far) is written there atomically every
+    ``checkpoint_every`` steps, and a call that finds one written with the same arguments
+    goes on from its step: an interrupted run ends with the weights and the result of an
+    uninterrupted one. The caller deletes the file once the result is kept.
 
     Returns:
         ``{"position", "seed", "final_train_loss", "train_loss_curve", "train_seconds",
@@ -252,9 +278,26 @@ def train_and_evaluate(
     loss = torch.tensor(float("nan"))
     curve: list[float] = []
     window = 0.0
+    first, before = 0, 0.0  # the step to start from, training seconds of earlier calls
+    run_args = {
+        "position": position, "size": size, "train_length": train_length,
+        "offsets": list(offsets), "vocab_size": vocab_size, "steps": steps,
+        "batch_size": batch_size, "learning_rate": learning_rate,
+        "tisa_learning_rate": tisa_learning_rate, "warmup": warmup, "seed": seed,
+    }
+    if checkpoint is not None and Path(checkpoint).is_file():
+        state = _read_training_state(Path(checkpoint), run_args)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["schedule"])
+        gen.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])
+        first, curve, window = state["step"], list(state["curve"]), state["window"]
+        before = state["train_seconds"]
     started = time.perf_counter()
-    bar = tqdm(range(steps), desc=f"train {position} (seed {seed})", disable=not progress,
-               leave=False, dynamic_ncols=True)
+    bar = tqdm(range(first, steps), desc=f"train {position} (seed {seed})",
+               disable=not progress, leave=False, dynamic_ncols=True, initial=first,
+               total=steps)
     for step in bar:
         x, y = offset_batch(batch_size=batch_size, length=train_length, generator=gen, **task)
         x, y = x.to(device), y.to(device)
@@ -271,8 +314,18 @@ def train_and_evaluate(
             curve.append(window / ((step % CURVE_EVERY) + 1))
             window = 0.0
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+        if checkpoint is not None and (step + 1) % checkpoint_every == 0 and step + 1 < steps:
+            buffer = io.BytesIO()
+            torch.save({
+                "args": run_args, "step": step + 1, "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+                "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
+                "curve": curve, "window": window,
+                "train_seconds": before + time.perf_counter() - started,
+            }, buffer)
+            write_atomic(checkpoint, buffer.getvalue())
     bar.close()
-    train_seconds = time.perf_counter() - started
+    train_seconds = before + time.perf_counter() - started
     model.eval()
     if save_model is not None:  # the trained weights, for the learned f_h (atomic write)
         buffer = io.BytesIO()
