@@ -1,11 +1,20 @@
-"""The distillation's word-order term: twins, the batch layout and the loss."""
+"""The distillation's word-order and attention-map terms: twins, the batch layout and the
+losses."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
 
-from tisa.convert.distill import DistillSettings, LengthSampler, distillation_loss, order_loss
+from tisa.convert.distill import (
+    DistillSettings,
+    LengthSampler,
+    attention_loss,
+    distillation_loss,
+    order_loss,
+)
 
 
 def _sampler(order_weight: float, **overrides) -> LengthSampler:
@@ -98,8 +107,8 @@ def test_convert_with_the_order_term_records_it(tiny_bert, texts, tmp_path):
 
 
 def test_a_checkpoint_from_before_the_order_term_resumes(tiny_bert, texts, tmp_path, caplog):
-    """Checkpoints saved before ``order_weight`` existed carry no such setting: they were
-    made without the term, so a run with ``order_weight=0`` continues them."""
+    """Checkpoints saved before ``order_weight`` and ``attention_weight`` existed carry no
+    such settings: they were made without the terms, so a run without them continues."""
     from transformers import AutoModel
 
     import tisa.hf
@@ -113,7 +122,7 @@ def test_a_checkpoint_from_before_the_order_term_resumes(tiny_bert, texts, tmp_p
     folder = tmp_path / "checkpoint"
     distill_lib.distill(model, student, sampler, settings, checkpoint_dir=folder, progress=False)
     state = torch.load(folder / "state.pt", weights_only=True)
-    del state["settings"]["order_weight"]
+    del state["settings"]["order_weight"], state["settings"]["attention_weight"]
     state["step"] = 1
     torch.save(state, folder / "state.pt")
     with caplog.at_level("WARNING"):
@@ -125,3 +134,58 @@ def test_a_checkpoint_from_before_the_order_term_resumes(tiny_bert, texts, tmp_p
                             order_weight=1.0)
     with pytest.raises(ValueError, match="made with other settings"):
         distill_lib.distill(model, student, sampler, other, checkpoint_dir=folder, progress=False)
+
+
+def test_attention_loss_is_the_mean_row_kl_from_the_teacher():
+    g = torch.Generator().manual_seed(0)
+    teacher = [torch.randn(2, 3, 5, 5, generator=g).softmax(-1) for _ in range(2)]
+    assert attention_loss(teacher, teacher).item() == pytest.approx(0.0, abs=1e-6)
+    uniform = [torch.full_like(t, 1 / 5) for t in teacher]
+    # KL(p || uniform) = log 5 - H(p), averaged over rows, then layers
+    entropy = [-(t * t.log()).sum(-1).mean() for t in teacher]
+    want = sum(math.log(5) - h.item() for h in entropy) / 2
+    assert attention_loss(uniform, teacher).item() == pytest.approx(want, rel=1e-5)
+    assert attention_loss(teacher, uniform).item() != pytest.approx(want)  # not symmetric
+    with pytest.raises(ValueError, match="same number of layers"):
+        attention_loss(teacher[:1], teacher)
+
+
+def test_attention_weight_is_checked():
+    with pytest.raises(ValueError, match="attention_weight must be >= 0"):
+        DistillSettings(attention_weight=-0.5)
+
+
+def test_convert_with_the_attention_term_records_it_and_restores_sdpa(tiny_bert, texts, tmp_path):
+    import json
+
+    from transformers import AutoModel
+
+    import tisa.hf
+    from tisa.cli import main
+    from tisa.convert import distill as distill_lib
+
+    out = tmp_path / "maps"
+    args = ["convert", tiny_bert, "--output-dir", str(out), "--steps", "2", "--no-progress"]
+    args += ["--fit-length", "32", "--fit-blocks", "2", "--eval-texts", "10", "--lengths", "128"]
+    args += ["--tokens-per-batch", "256", "--max-length", "64", "--attention-weight", "2"]
+    args += ["--train-file", texts[0], "--eval-file", texts[1], "--max-sts-pairs", "20"]
+    assert main(args) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["settings"]["distill"]["attention_weight"] == 2
+    for point in metrics["distillation"]:
+        assert point["attention"] > 0 and "order" not in point
+        assert point["loss"] == pytest.approx(
+            point["hidden"] + (1 - point["pooled_cosine"]) + 2 * point["attention"], rel=1e-4
+        )
+    # the models run eager attention for the term and their own implementation after it
+    teacher = AutoModel.from_pretrained(tiny_bert, attn_implementation="sdpa")
+    student = tisa.hf.add_tisa(AutoModel.from_pretrained(tiny_bert), position_embeddings="remove")
+    before = student.config._attn_implementation
+    settings = DistillSettings(steps=3, tokens_per_batch=128, max_length=32, save_every=1,
+                               attention_weight=1.0, train="scoring")
+    sampler = LengthSampler(torch.randint(5, 60, (400,)), first=2, last=3, settings=settings)
+    curve = distill_lib.distill(teacher, student, sampler, settings,
+                                checkpoint_dir=tmp_path / "ck", progress=False)
+    assert teacher.config._attn_implementation == "sdpa"
+    assert student.config._attn_implementation == before
+    assert curve[-1]["attention"] < curve[0]["attention"]  # the term is what is trained

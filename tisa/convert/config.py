@@ -33,6 +33,10 @@ class DistillSettings:
             blocks of each step are twins of the other half with adjacent tokens swapped
             (one pair per 64 tokens), and the student's change from block to twin, layer
             by layer, is fitted to the teacher's (:func:`tisa.convert.distill.order_loss`).
+        attention_weight: weight of the attention-map term (0: none). When above 0, both
+            models run eager attention and the loss adds the mean KL divergence from the
+            teacher's attention probabilities to the student's, over every layer, head
+            and query (:func:`tisa.convert.distill.attention_loss`).
         warmup: share of the steps with a linearly rising learning rate.
         seed: seed of the block sampler and of the conversion.
         save_every: checkpoint interval in steps.
@@ -47,6 +51,7 @@ class DistillSettings:
     max_length: int = 512
     pooled_weight: float = 1.0
     order_weight: float = 0.0
+    attention_weight: float = 0.0
     warmup: float = 0.1
     seed: int = 0
     save_every: int = 50
@@ -71,8 +76,9 @@ class DistillSettings:
                 f"pooled_weight must be >= 0 and warmup in [0, 1), got {self.pooled_weight!r}, "
                 f"{self.warmup!r}"
             )
-        if not self.order_weight >= 0:
-            raise ValueError(f"order_weight must be >= 0, got {self.order_weight!r}")
+        for name in ("order_weight", "attention_weight"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
 
 
 def _optional_int(value: int | str | None) -> int | None:

@@ -16,7 +16,14 @@ swapped), and the loss adds
 
 where d_l = h_l(block) - h_l(twin): the student's reaction to a change of word order is
 fitted to the teacher's, at its own scale (the hidden-state term sees it only as a small
-part of ||h_l^T||^2). ``train="scoring"`` trains only
+part of ||h_l^T||^2). With ``attention_weight`` above 0 the loss adds
+
+    attention_weight * sum_l mean_(b,h,i) KL(A_l^T[b,h,i,:] || A_l^S[b,h,i,:])  /  (layers)
+
+the divergence of the student's attention probabilities A^S from the teacher's, row by
+row: the hidden-state term sees a head's attention only through what it writes, so a
+head can attend elsewhere and still match its output on the text it was fitted on.
+``train="scoring"`` trains only
 the scoring parameters (a few thousand numbers; the rest of the model stays the
 original's), ``train="all"`` trains every parameter, the scoring ones at their own
 learning rate (:func:`tisa.hf.parameter_groups`).
@@ -33,12 +40,14 @@ import logging
 import math
 import os
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
 import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
 from tisa.checkpoints import load_plain
@@ -47,7 +56,10 @@ from tisa.files import replace_folder
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DistillSettings", "LengthSampler", "distill", "distillation_loss", "order_loss"]
+__all__ = [
+    "DistillSettings", "LengthSampler", "attention_loss", "distill", "distillation_loss",
+    "order_loss",
+]
 
 
 class LengthSampler:
@@ -163,6 +175,43 @@ def order_loss(student_hidden: Sequence[Tensor], teacher_hidden: Sequence[Tensor
     return total / len(layers)
 
 
+def attention_loss(
+    student_attention: Sequence[Tensor], teacher_attention: Sequence[Tensor]
+) -> Tensor:
+    """The attention-map term of the module docstring, before its weight.
+
+    Args:
+        student_attention, teacher_attention: attention probabilities (B, H, L, L) of
+            every layer (as ``output_attentions`` returns them; no padding).
+
+    Returns:
+        The mean over layers of the mean over (b, h, i) of KL(teacher row || student row),
+        in nats (0 when they agree).
+    """
+    if len(student_attention) != len(teacher_attention) or not student_attention:
+        raise ValueError(
+            f"attention_loss: expected the same number of layers, got "
+            f"{len(student_attention)} and {len(teacher_attention)}"
+        )
+    total = 0.0
+    for s, t in zip(student_attention, teacher_attention):
+        t = t.float()
+        log_t = t.clamp_min(1e-30).log()
+        log_s = s.float().clamp_min(1e-30).log()
+        total = total + (t * (log_t - log_s)).sum(-1).mean()
+    return total / len(student_attention)
+
+
+def _eager(base: nn.Module) -> str:
+    """Switches ``base`` to an attention implementation that returns its probabilities;
+    returns the one it ran before."""
+    previous = base.config._attn_implementation
+    eager = "tisa_eager" if str(previous).startswith("tisa") else "eager"
+    if previous != eager:
+        base.set_attn_implementation(eager)
+    return previous
+
+
 def _trainable(student: nn.Module, settings: DistillSettings) -> list[dict]:
     names = set(tisa.hf.scoring_parameter_names(student))
     for name, p in student.named_parameters():
@@ -246,13 +295,10 @@ def distill(
 
     Returns:
         The loss curve: one dict per step (``step``, ``loss``, ``hidden``,
-        ``pooled_cosine``, ``order`` with ``order_weight`` above 0, ``length``,
+        ``pooled_cosine``, ``order`` with ``order_weight`` above 0, ``attention``
+        with ``attention_weight`` above 0, ``length``,
         ``seconds``).
     """
-    import time
-
-    from tqdm.auto import tqdm
-
     folder = Path(checkpoint_dir)
     teacher_base = getattr(teacher, "base_model", teacher).eval()
     student_base = getattr(student, "base_model", student)
@@ -264,8 +310,10 @@ def distill(
     start = 0
     saved = _load(folder)
     if saved is not None:
-        # checkpoints from before order_weight existed were made without the term
-        if {"order_weight": 0.0, **saved.get("settings", {})} != asdict(settings):
+        # checkpoints from before order_weight and attention_weight existed were made
+        # without those terms
+        older = {"order_weight": 0.0, "attention_weight": 0.0}
+        if {**older, **saved.get("settings", {})} != asdict(settings):
             raise ValueError(
                 f"checkpoint {folder}: made with other settings ({saved.get('settings')}); "
                 "use another output folder or the same settings"
@@ -277,18 +325,44 @@ def distill(
         logger.warning("convert: resuming distillation from step %d of %d", start, settings.steps)
     # dropout off: the student is fitted to the teacher's deterministic outputs
     student_base.eval()
+    maps = settings.attention_weight > 0
+    implementations = (_eager(teacher_base), _eager(student_base)) if maps else None
+    try:
+        _steps(teacher_base, student_base, sampler, settings, optimizer, scheduler, folder,
+               student, curve, start, progress)
+    finally:
+        if implementations is not None:
+            for base, previous in zip((teacher_base, student_base), implementations):
+                if base.config._attn_implementation != previous:
+                    base.set_attn_implementation(previous)
+    for p in student.parameters():
+        p.requires_grad_(True)
+    return curve
+
+
+def _steps(teacher_base, student_base, sampler, settings, optimizer, scheduler, folder,
+           student, curve, start, progress) -> None:
+    """The training loop of :func:`distill`, from step ``start``."""
+    maps = settings.attention_weight > 0
     bar = tqdm(total=settings.steps, initial=start, desc="distil", disable=not progress)
     for step in range(start, settings.steps):
         began = time.perf_counter()
         ids = sampler.batch(step)
         with torch.no_grad():
-            want = teacher_base(input_ids=ids, output_hidden_states=True).hidden_states
-        got = student_base(input_ids=ids, output_hidden_states=True).hidden_states
+            teacher_out = teacher_base(input_ids=ids, output_hidden_states=True,
+                                       output_attentions=maps)
+        student_out = student_base(input_ids=ids, output_hidden_states=True,
+                                   output_attentions=maps)
+        want, got = teacher_out.hidden_states, student_out.hidden_states
         loss, parts = distillation_loss(got, want, settings.pooled_weight)
         if settings.order_weight > 0:
             order = order_loss(got, want)
             loss = loss + settings.order_weight * order
             parts["order"] = float(order.detach())
+        if maps:
+            divergence = attention_loss(student_out.attentions, teacher_out.attentions)
+            loss = loss + settings.attention_weight * divergence
+            parts["attention"] = float(divergence.detach())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -308,6 +382,3 @@ def distill(
         if (step + 1) % settings.save_every == 0 or step + 1 == settings.steps:
             _save(folder, student, optimizer, scheduler, step + 1, curve, settings)
     bar.close()
-    for p in student.parameters():
-        p.requires_grad_(True)
-    return curve
