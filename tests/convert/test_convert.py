@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 from pathlib import Path
@@ -516,6 +517,14 @@ def test_logit_terms_split_a_difference_into_orthogonal_shares(converted, tmp_pa
         assert (s["rms"] > 0).all()
     assert (lt.split(noisy)["content"] > 0.1).all() and (lt.split(fixed)["absolute"] > 0).all()
     assert (lt.split(fixed)["content"] < 1e-12).all()
+    # the divergence: 0 for the same logits or a shift of a row; log N from a one-hot
+    # attention (a large logit gap) to a uniform one
+    torch.testing.assert_close(lt.kl(noisy, noisy + 3.0), torch.zeros(2, dtype=torch.float64))
+    peaked = torch.zeros(1, 2, n, n, dtype=torch.float64)
+    peaked[..., 0] = 50.0
+    torch.testing.assert_close(lt.kl(peaked, torch.zeros_like(peaked)),
+                               torch.full((2,), math.log(n), dtype=torch.float64))
+    assert (lt.kl(torch.zeros_like(peaked), peaked) > 30).all()  # not symmetric
     import shutil
 
     _, out = converted
@@ -529,6 +538,7 @@ def test_logit_terms_split_a_difference_into_orthogonal_shares(converted, tmp_pa
     assert result["differences"]["missed by twin"] == result["differences"][
         f"missed by {out.name}"]  # the same weights miss the same
     assert "| position effect | 1 |" in lt.markdown(result)
+    assert all(k >= 0 for r in effect for k in r["kl"])
     with pytest.raises(ValueError, match="different names"):
         lt.measure([out, out], blocks=3, length=24, progress=False)
     assert lt.main([str(out), "--blocks", "3", "--length", "24", "--output",

@@ -26,8 +26,11 @@ each part's share of the sum of squares of D is reported:
   choosing its offsets, or the layers below having computed something else).
 
 A large content share of the position effect is a part of it that no function of
-j - i, however well fitted, can represent. Median over heads per layer, and the root
-mean square of D in logits. Writes logit_terms.{json,md}.
+j - i, however well fitted, can represent. Median over heads per layer, the root mean
+square of D in logits, and the mean KL divergence from the original's attention to the
+other model's (:func:`kl`): the root mean square weighs every key alike, the divergence
+weighs them by the original's attention, so a miss on keys the original hardly attends
+to shows in the first and not in the second. Writes logit_terms.{json,md}.
 """
 
 from __future__ import annotations
@@ -49,8 +52,7 @@ from tisa.metrics import toeplitz_projection
 from tisa.provenance import save_result
 from tisa.reports.markdown import markdown_table
 
-__all__ = ["main", "markdown", "measure", "row_centred_logits", "split"]
-
+__all__ = ["kl", "main", "markdown", "measure", "row_centred_logits", "split"]
 
 
 @torch.no_grad()
@@ -76,6 +78,14 @@ def split(difference: Tensor) -> dict[str, Tensor]:
     out = {name: value / total for name, value in parts.items()}
     out["rms"] = (total / difference[0, 0].numel() / blocks).sqrt()
     return out
+
+
+def kl(first: Tensor, second: Tensor) -> Tensor:
+    """Mean over blocks and queries of KL(p || q) per head (H,), in nats, where p and q
+    are the softmax of the row-centred logits ``first`` and ``second`` (B, H, N, N): the
+    two models' attention over the block's tokens, renormalised without [CLS] and [SEP]."""
+    log_p, log_q = first.log_softmax(-1), second.log_softmax(-1)
+    return (log_p.exp() * (log_p - log_q)).sum(-1).mean((0, 2))
 
 
 def measure(
@@ -110,7 +120,7 @@ def measure(
     for name, second in differences:
         layers = []
         for layer, (a, b) in enumerate(zip(logits["original"], logits[second])):
-            shares = split(a - b)
+            shares = split(a - b) | {"kl": kl(a, b)}
             layers.append({"layer": layer + 1, **{k: v.tolist() for k, v in shares.items()}})
         result["differences"][name] = layers
     return result
@@ -122,15 +132,18 @@ def markdown(result: dict) -> str:
         for row in layers:
             median = {k: float(torch.tensor(row[k]).median()) for k in
                       ("offset", "absolute", "content", "rms")}
+            # results written before the divergence was measured have none
+            divergence = f"{float(torch.tensor(row['kl']).mean()):.3f}" if "kl" in row else "-"
             rows.append([
                 name if row["layer"] == 1 else "", row["layer"], f"{median['rms']:.3f}",
-                f"{median['offset']:.2f}", f"{median['absolute']:.2f}",
+                divergence, f"{median['offset']:.2f}", f"{median['absolute']:.2f}",
                 f"{median['content']:.2f}",
             ])
     table = markdown_table(
-        ["difference", "layer", "RMS (logits)", "offset: f(j - i)", "absolute", "content"],
+        ["difference", "layer", "RMS (logits)", "KL (nats, mean over heads)",
+         "offset: f(j - i)", "absolute", "content"],
         rows,
-        align="lrrrrr",
+        align="lrrrrrr",
     )
     return (
         f"{result['model']}: shares of each difference's sum of squares, median over "

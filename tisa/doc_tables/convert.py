@@ -138,14 +138,15 @@ def convert_selection(root: Path) -> str:
 
 
 CONVERT_VARIANTS = tuple(
-    f"{RESULTS}/convert/minilm/{name}/metrics.json" for name in ("order-1", "order-10", "k10")
+    f"{RESULTS}/convert/minilm/{name}/metrics.json"
+    for name in ("order-1", "order-10", "k10", "attention-1")
 )
 
 
 @table("convert-variant-runs", CONVERT, *CONVERT_VARIANTS)
 def convert_variant_runs(root: Path) -> str:
-    """The default conversion and its variants: the fit, the word-order term along the
-    distillation, and the fidelity."""
+    """The default conversion and its variants: the fit, the word-order and attention-map
+    terms along the distillation, and the fidelity."""
     rows = []
     for path in (CONVERT, *CONVERT_VARIANTS):
         m = read_json(root, path)
@@ -159,15 +160,18 @@ def convert_variant_runs(root: Path) -> str:
         rows.append([
             settings, grouped(m["positional_parameters"]["converted"]["total"]),
             f"{m['fit']['r2_median']:.2f}", mean("order", slice(0, 50)),
-            mean("order", slice(-50, None)), mean("hidden", slice(-50, None)),
+            mean("order", slice(-50, None)), mean("attention", slice(0, 50)),
+            mean("attention", slice(-50, None)), mean("hidden", slice(-50, None)),
             f"{m['converted']['fidelity']['mean']:.4f}", f"`{m['weights_sha256'][:12]}`",
         ])
     return markdown_table(
         ["conversion", "positional parameters", "fit: median R²",
-         "order term, steps 1-50 (mean)", "steps 251-300", "hidden-state term, steps 251-300",
+         "order term, steps 1-50 (mean)", "steps 251-300",
+         "attention KL (nats), steps 1-50 (mean)", "steps 251-300",
+         "hidden-state term, steps 251-300",
          "fidelity: cosine to the original", "weights (SHA-256)"],
         rows,
-        align="lr" + "r" * 5 + "l",
+        align="lr" + "r" * 7 + "l",
     )
 
 
