@@ -161,18 +161,22 @@ def glue_word_order(root: Path) -> str:
 
 
 GLUE_ORDER = f"{RESULTS}/glue/converted-order-1"
+GLUE_ATTENTION = f"{RESULTS}/glue/converted-attention-1"
 
 
 @table(
     "glue-cola-order",
     f"{GLUE_ORDER}/**/*.json",
     f"{GLUE_ORDER}/**/*.csv",
+    f"{GLUE_ATTENTION}/**/*.json",
+    f"{GLUE_ATTENTION}/**/*.csv",
     f"{RESULTS}/glue/protocol/runs/cola/none/*/result.json",
     f"{RESULTS}/glue/converted/runs/cola/none/*/result.json",
 )
 def glue_cola_order(root: Path) -> str:
-    """CoLA fine-tuned from the original, the default conversion and the conversion with
-    the word-order term: each seed, and the paired differences (t interval, Holm)."""
+    """CoLA fine-tuned from the original, the default conversion and the conversions with
+    the word-order and the attention-map terms: each seed, and the paired differences (t
+    interval, Holm)."""
     from scipy import stats
 
     def scores(folder: str) -> dict[int, float]:
@@ -184,6 +188,7 @@ def glue_cola_order(root: Path) -> str:
         "original": scores(f"{RESULTS}/glue/protocol"),
         "converted (default)": scores(f"{RESULTS}/glue/converted"),
         "converted, order weight 1": scores(GLUE_ORDER),
+        "converted, attention weight 1": scores(GLUE_ATTENTION),
     }
     seeds = sorted(set.intersection(*(set(v) for v in models.values())))
     def mean_sd(values: list[float]) -> str:
@@ -194,9 +199,11 @@ def glue_cola_order(root: Path) -> str:
     rows = [[name, len(s), mean_sd(list(s.values()))] for name, s in models.items()]
     text = markdown_table(["model", "seeds", "CoLA dev MCC x100, mean ± sd"], rows, align="lrr")
     pairs = (
-        ("converted, order weight 1", "original"),
         ("converted (default)", "original"),
+        ("converted, order weight 1", "original"),
+        ("converted, attention weight 1", "original"),
         ("converted, order weight 1", "converted (default)"),
+        ("converted, attention weight 1", "converted (default)"),
     )
     found, pvalues = [], []
     for a, b in pairs:
@@ -215,7 +222,7 @@ def glue_cola_order(root: Path) -> str:
     ]
     text += "\n" + markdown_table(
         ["difference (paired by seed)", "seeds", "mean", "t 95% interval", "wins / losses",
-         "p (paired t, Holm over 3)"],
+         f"p (paired t, Holm over {len(pairs)})"],
         body,
         align="lrrrrr",
     )
