@@ -469,6 +469,13 @@ def test_selection_scores_conversions_on_held_out_data(converted, tmp_path, caps
     assert lo <= first["cola_difference"] <= hi or lo == hi
     assert result["chosen"] == out.name  # a tie goes to the first (the baseline)
     assert "| original |" in selection.markdown(result)
+    # fidelity by length: every held-out sentence in one bin, each bin a mean cosine
+    by_length = first["fidelity_by_length"]
+    assert list(by_length) == ["<= 7", "8-11", "12-15", ">= 16"]
+    assert sum(b["sentences"] for b in by_length.values()) == 856
+    assert all(-1 <= b["mean"] <= 1 for b in by_length.values() if b["sentences"])
+    assert by_length == second["fidelity_by_length"]
+    assert "| twin |" in selection.markdown(result).split("by its length in tokens")[1]
     code = selection.main(
         [str(out), str(twin), "--glue-dir", str(GLUE_DIR), "--output-dir", str(tmp_path / "s"),
          "--sts-pairs", "40", "--max-train", "80", "--bootstrap", "100", "--no-progress"]

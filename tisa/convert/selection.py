@@ -23,6 +23,10 @@ the baseline) and the original itself are scored, frozen, on:
   (:func:`tisa.convert.word_order.order_sensitivity`); the median over sentences of each
   conversion's value divided by the original's.
 
+- **fidelity by length**: the mean cosine of each conversion's embedding of a held-out
+  CoLA sentence to the original's, by the sentence's length in tokens ([CLS] and [SEP]
+  counted; :data:`LENGTH_BINS`): whether short inputs are converted as well as longer ones.
+
 The chosen conversion: the highest held-out CoLA probe MCC among the conversions whose
 held-out STS-B Spearman is at least 99% of the original's (the baseline when none is, or
 on a tie). ``OUTPUT_DIR/selection.json`` holds every figure and the provenance,
@@ -53,6 +57,9 @@ __all__ = ["choose", "main", "markdown", "measure", "settings_text"]
 
 #: STS-B Spearman a chosen conversion keeps, as a share of the original's
 STS_FLOOR = 0.99
+#: upper ends (inclusive) of the token-length bins of the fidelity by length; the last
+#: bin holds every longer sentence
+LENGTH_BINS = (7, 11, 15)
 #: tisa convert's default kernels per head
 NUM_KERNELS = ConvertConfig.__dataclass_fields__["num_kernels"].default
 
@@ -148,6 +155,7 @@ def measure(
         order = order_sensitivity(model, tokenizer, order_texts, seed=seed, max_length=max_length)
         scored.append({
             "cos": cos,
+            "held_x": held_x,
             "predicted": np.asarray(predicted),
             "sts_spearman": float(spearmanr(cos, gold_sts).statistic),
             "cola_mcc": float(matthews_corrcoef(gold_cola, predicted)),
@@ -155,6 +163,12 @@ def measure(
             "order": {k: np.asarray(v["values"]) for k, v in order.items()},
         })
     base = scored[0]
+    held_lengths = np.asarray(
+        [len(ids) for ids in tokenizer(list(held["sentence"]), truncation=True,
+                                       max_length=max_length)["input_ids"]]
+    )
+    bins = np.searchsorted(np.asarray(LENGTH_BINS), held_lengths)  # 0 .. len(LENGTH_BINS)
+    labels = _bin_labels()
     result: dict[str, Any] = {
         "model": source,
         "seed": seed,
@@ -204,6 +218,9 @@ def measure(
                     cola_difference, len(gold_cola), resamples=bootstrap, seed=seed
                 ),
                 "order_median": {k: float(np.median(v)) for k, v in s["order"].items()},
+                "fidelity_by_length": _by_bin(
+                    cosine_similarity(s["held_x"], base["held_x"], dim=-1).numpy(), bins, labels
+                ),
                 "order_ratio": {
                     k: float(np.median(v[keep[k]] / base["order"][k][keep[k]]))
                     for k, v in s["order"].items()
@@ -212,6 +229,24 @@ def measure(
         )
     result["chosen"] = choose(result["runs"])
     return result
+
+
+def _bin_labels() -> list[str]:
+    """``["<= 7", "8-11", "12-15", ">= 16"]`` for :data:`LENGTH_BINS` (7, 11, 15)."""
+    ends = list(LENGTH_BINS)
+    labels = [f"<= {ends[0]}"]
+    labels += [f"{lo + 1}-{hi}" for lo, hi in zip(ends, ends[1:])]
+    return [*labels, f">= {ends[-1] + 1}"]
+
+
+def _by_bin(values, bins, labels: Sequence[str]) -> dict[str, dict[str, float | int]]:
+    """Per length bin: the number of sentences and the mean of ``values`` (None if none)."""
+    out: dict[str, dict[str, float | int]] = {}
+    for b, label in enumerate(labels):
+        chosen = values[bins == b]
+        out[label] = {"sentences": int(chosen.size),
+                      "mean": float(chosen.mean()) if chosen.size else None}
+    return out
 
 
 def choose(runs: Sequence[dict[str, Any]]) -> str:
@@ -273,13 +308,25 @@ def markdown(result: dict[str, Any]) -> str:
         rows,
         align="ll" + "r" * 7,
     )
+    fidelity = ""
+    if result["runs"] and "fidelity_by_length" in result["runs"][0]:
+        labels = list(result["runs"][0]["fidelity_by_length"])
+        counts = [str(result["runs"][0]["fidelity_by_length"][k]["sentences"]) for k in labels]
+        rows = [["sentences", *counts]] + [
+            [r["run"], *(f"{v['mean']:.4f}" if v["mean"] is not None else "-"
+                         for v in r["fidelity_by_length"].values())]
+            for r in result["runs"]
+        ]
+        fidelity = "\nMean cosine to the original's embedding of a held-out CoLA sentence, by "
+        fidelity += "its length in tokens ([CLS] and [SEP] counted):\n\n"
+        fidelity += markdown_table(["model", *labels], rows, align="l" + "r" * len(labels))
     return (
         f"{result['model']}, frozen; STS-B: {result['sts_pairs']} pairs held out of train; "
         f"CoLA: probe fitted on {result['cola_train_sentences']} train sentences, scored on "
         f"{result['cola_heldout_sentences']} held out (word order on "
         f"{result['order_sentences']} of them); seed {result['seed']}\n\n{table}\n"
         f"Chosen: {result['chosen']} (the highest held-out CoLA probe MCC among the runs at "
-        f"or above {STS_FLOOR:.0%} of the original's held-out STS-B Spearman).\n"
+        f"or above {STS_FLOOR:.0%} of the original's held-out STS-B Spearman).\n{fidelity}"
     )
 
 
