@@ -139,7 +139,7 @@ def convert_selection(root: Path) -> str:
 
 CONVERT_VARIANTS = tuple(
     f"{RESULTS}/convert/minilm/{name}/metrics.json"
-    for name in ("order-1", "order-10", "k10", "attention-1")
+    for name in ("order-1", "order-10", "k10", "attention-1", "min-length-6")
 )
 
 
