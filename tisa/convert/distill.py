@@ -42,6 +42,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 
@@ -53,6 +54,7 @@ import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
 from tisa.checkpoints import load_plain
 from tisa.convert.config import DistillSettings
 from tisa.files import replace_folder
+from tisa.hf.attention_fn import eager_attention
 
 logger = logging.getLogger(__name__)
 
@@ -202,16 +204,6 @@ def attention_loss(
     return total / len(student_attention)
 
 
-def _eager(base: nn.Module) -> str:
-    """Switches ``base`` to an attention implementation that returns its probabilities;
-    returns the one it ran before."""
-    previous = base.config._attn_implementation
-    eager = "tisa_eager" if str(previous).startswith("tisa") else "eager"
-    if previous != eager:
-        base.set_attn_implementation(eager)
-    return previous
-
-
 def _trainable(student: nn.Module, settings: DistillSettings) -> list[dict]:
     names = set(tisa.hf.scoring_parameter_names(student))
     for name, p in student.named_parameters():
@@ -326,23 +318,19 @@ def distill(
     # dropout off: the student is fitted to the teacher's deterministic outputs
     student_base.eval()
     maps = settings.attention_weight > 0
-    implementations = (_eager(teacher_base), _eager(student_base)) if maps else None
-    try:
-        _steps(teacher_base, student_base, sampler, settings, optimizer, scheduler, folder,
-               student, curve, start, progress)
-    finally:
-        if implementations is not None:
-            for base, previous in zip((teacher_base, student_base), implementations):
-                if base.config._attn_implementation != previous:
-                    base.set_attn_implementation(previous)
+    with eager_attention(teacher_base, student_base) if maps else nullcontext():
+        _steps(teacher_base, student, sampler, settings, optimizer, scheduler,
+               folder=folder, curve=curve, start=start, progress=progress)
     for p in student.parameters():
         p.requires_grad_(True)
     return curve
 
 
-def _steps(teacher_base, student_base, sampler, settings, optimizer, scheduler, folder,
-           student, curve, start, progress) -> None:
-    """The training loop of :func:`distill`, from step ``start``."""
+def _steps(teacher_base, student, sampler, settings, optimizer, scheduler, *,
+           folder: Path, curve: list[dict], start: int, progress: bool) -> None:
+    """The steps of :func:`distill` from ``start`` on: appends to ``curve`` and
+    checkpoints ``student`` into ``folder``."""
+    student_base = getattr(student, "base_model", student)
     maps = settings.attention_weight > 0
     bar = tqdm(total=settings.steps, initial=start, desc="distil", disable=not progress)
     for step in range(start, settings.steps):

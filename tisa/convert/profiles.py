@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from tisa._validate import check_int
+from tisa.hf.attention_fn import eager_attention
 from tisa.metrics import offset_profile, translation_invariance
 
 __all__ = ["AttentionProfiles", "attention_profiles", "row_centred_batches"]
@@ -60,24 +61,19 @@ def row_centred_batches(model: nn.Module, blocks: Tensor, *, batch_size: int = 4
     """
     check_int(batch_size, "batch_size")
     base = getattr(model, "base_model", model)
-    previous = base.config._attn_implementation
-    eager = "tisa_eager" if str(previous).startswith("tisa") else "eager"
     was_training = base.training
     base.eval()
-    if previous != eager:
-        base.set_attn_implementation(eager)
     try:
-        for s in range(0, blocks.shape[0], batch_size):
-            batch = blocks[s : s + batch_size].to(next(base.parameters()).device)
-            out = base(input_ids=batch, output_attentions=True)
-            logs = []
-            for probs in out.attentions:  # (b, H, L, L) per layer
-                inner = probs[:, :, 1:-1, 1:-1].double().clamp_min(1e-38).log()
-                logs.append(inner - inner.mean(-1, keepdim=True))
-            yield logs
+        with eager_attention(base):
+            for s in range(0, blocks.shape[0], batch_size):
+                batch = blocks[s : s + batch_size].to(next(base.parameters()).device)
+                out = base(input_ids=batch, output_attentions=True)
+                logs = []
+                for probs in out.attentions:  # (b, H, L, L) per layer
+                    inner = probs[:, :, 1:-1, 1:-1].double().clamp_min(1e-38).log()
+                    logs.append(inner - inner.mean(-1, keepdim=True))
+                yield logs
     finally:
-        if previous != eager:
-            base.set_attn_implementation(previous)
         base.train(was_training)
 
 

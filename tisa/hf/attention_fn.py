@@ -36,8 +36,10 @@ Letters: B batch, H heads, Lq queries, Lk keys, D head size.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -57,6 +59,7 @@ from tisa.scoring import ClippedOffsets
 __all__ = [
     "IMPLEMENTATIONS",
     "apply_rotary",
+    "eager_attention",
     "keys_seen",
     "length_factor",
     "register",
@@ -294,3 +297,21 @@ def register() -> None:
         )
         AttentionInterface.register(name, fn)
         AttentionMaskInterface.register(name, tisa_mask)
+
+
+@contextlib.contextmanager
+def eager_attention(*models: Any) -> Iterator[None]:
+    """Runs ``models`` (Hugging Face models) with an attention implementation that returns
+    its probabilities under ``output_attentions=True``: ``"eager"``, or ``"tisa_eager"``
+    for a TISA model (which keeps its positional bias); each gets its own back on exit."""
+    previous = [model.config._attn_implementation for model in models]
+    try:
+        for model, name in zip(models, previous):
+            eager = "tisa_eager" if str(name).startswith("tisa") else "eager"
+            if name != eager:
+                model.set_attn_implementation(eager)
+        yield
+    finally:
+        for model, name in zip(models, previous):
+            if model.config._attn_implementation != name:
+                model.set_attn_implementation(name)
