@@ -162,6 +162,7 @@ def glue_word_order(root: Path) -> str:
 
 GLUE_ORDER = f"{RESULTS}/glue/converted-order-1"
 GLUE_ATTENTION = f"{RESULTS}/glue/converted-attention-1"
+GLUE_MIN_LENGTH = f"{RESULTS}/glue/converted-min-length-6"
 
 
 @table(
@@ -170,13 +171,15 @@ GLUE_ATTENTION = f"{RESULTS}/glue/converted-attention-1"
     f"{GLUE_ORDER}/**/*.csv",
     f"{GLUE_ATTENTION}/**/*.json",
     f"{GLUE_ATTENTION}/**/*.csv",
+    f"{GLUE_MIN_LENGTH}/**/*.json",
+    f"{GLUE_MIN_LENGTH}/**/*.csv",
     f"{RESULTS}/glue/protocol/runs/cola/none/*/result.json",
     f"{RESULTS}/glue/converted/runs/cola/none/*/result.json",
 )
 def glue_cola_order(root: Path) -> str:
     """CoLA fine-tuned from the original, the default conversion and the conversions with
-    the word-order and the attention-map terms: each seed, and the paired differences (t
-    interval, Holm)."""
+    the word-order and the attention-map terms and with short distillation blocks: each
+    seed, and the paired differences (t interval, Holm)."""
     from scipy import stats
 
     def scores(folder: str) -> dict[int, float]:
@@ -189,6 +192,7 @@ def glue_cola_order(root: Path) -> str:
         "converted (default)": scores(f"{RESULTS}/glue/converted"),
         "converted, order weight 1": scores(GLUE_ORDER),
         "converted, attention weight 1": scores(GLUE_ATTENTION),
+        "converted, blocks from 6 tokens": scores(GLUE_MIN_LENGTH),
     }
     seeds = sorted(set.intersection(*(set(v) for v in models.values())))
     def mean_sd(values: list[float]) -> str:
@@ -202,8 +206,10 @@ def glue_cola_order(root: Path) -> str:
         ("converted (default)", "original"),
         ("converted, order weight 1", "original"),
         ("converted, attention weight 1", "original"),
+        ("converted, blocks from 6 tokens", "original"),
         ("converted, order weight 1", "converted (default)"),
         ("converted, attention weight 1", "converted (default)"),
+        ("converted, blocks from 6 tokens", "converted (default)"),
     )
     found, pvalues = [], []
     for a, b in pairs:
