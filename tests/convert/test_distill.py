@@ -79,23 +79,29 @@ def test_order_loss_compares_the_reactions_to_reordering():
     assert loss.item() == pytest.approx(0.0, abs=1e-6) and "order" not in parts
 
 
-def test_order_weight_is_checked():
-    with pytest.raises(ValueError, match="order_weight must be >= 0"):
-        DistillSettings(order_weight=-1.0)
+@pytest.mark.parametrize("name", ["order_weight", "attention_weight"])
+def test_term_weights_are_checked(name):
+    with pytest.raises(ValueError, match=f"{name} must be >= 0"):
+        DistillSettings(**{name: -0.5})
 
 
-def test_convert_with_the_order_term_records_it(tiny_bert, texts, tmp_path):
+def _tiny_convert(tiny_bert, texts, out, *flags: str) -> dict:
+    """``tisa convert`` of the tiny BERT, two distillation steps with ``flags``; its
+    metrics.json."""
     import json
 
     from tisa.cli import main
 
-    out = tmp_path / "ordered"
     args = ["convert", tiny_bert, "--output-dir", str(out), "--steps", "2", "--no-progress"]
     args += ["--fit-length", "32", "--fit-blocks", "2", "--eval-texts", "10", "--lengths", "128"]
-    args += ["--tokens-per-batch", "256", "--max-length", "64", "--order-weight", "0.5"]
+    args += ["--tokens-per-batch", "256", "--max-length", "64", *flags]
     args += ["--train-file", texts[0], "--eval-file", texts[1], "--max-sts-pairs", "20"]
     assert main(args) == 0
-    metrics = json.loads((out / "metrics.json").read_text())
+    return json.loads((out / "metrics.json").read_text())
+
+
+def test_convert_with_the_order_term_records_it(tiny_bert, texts, tmp_path):
+    metrics = _tiny_convert(tiny_bert, texts, tmp_path / "ordered", "--order-weight", "0.5")
     assert metrics["settings"]["distill"]["order_weight"] == 0.5
     curve = metrics["distillation"]
     assert len(curve) == 2
@@ -150,27 +156,13 @@ def test_attention_loss_is_the_mean_row_kl_from_the_teacher():
         attention_loss(teacher[:1], teacher)
 
 
-def test_attention_weight_is_checked():
-    with pytest.raises(ValueError, match="attention_weight must be >= 0"):
-        DistillSettings(attention_weight=-0.5)
-
-
 def test_convert_with_the_attention_term_records_it_and_restores_sdpa(tiny_bert, texts, tmp_path):
-    import json
-
     from transformers import AutoModel
 
     import tisa.hf
-    from tisa.cli import main
     from tisa.convert import distill as distill_lib
 
-    out = tmp_path / "maps"
-    args = ["convert", tiny_bert, "--output-dir", str(out), "--steps", "2", "--no-progress"]
-    args += ["--fit-length", "32", "--fit-blocks", "2", "--eval-texts", "10", "--lengths", "128"]
-    args += ["--tokens-per-batch", "256", "--max-length", "64", "--attention-weight", "2"]
-    args += ["--train-file", texts[0], "--eval-file", texts[1], "--max-sts-pairs", "20"]
-    assert main(args) == 0
-    metrics = json.loads((out / "metrics.json").read_text())
+    metrics = _tiny_convert(tiny_bert, texts, tmp_path / "maps", "--attention-weight", "2")
     assert metrics["settings"]["distill"]["attention_weight"] == 2
     for point in metrics["distillation"]:
         assert point["attention"] > 0 and "order" not in point
