@@ -32,6 +32,7 @@ def _args(tmp_path, **given):
         epochs=None,
         model=None,
         stock_dir=tmp_path / "stock",
+        position_learning_rate=None,
     )
     values.update(given)
     return argparse.Namespace(**values)
@@ -69,6 +70,17 @@ def test_finished_pairs_are_left_out_and_the_longest_start_first(protocol, tmp_p
     assert job[job.index("--variants") + 1 : job.index("--variants") + 3] == ["none", "keep"]
     assert job[job.index("--tisa-start") + 1] == "paper"
     assert float(job[job.index("--tisa-learning-rate") + 1]) == 5e-5
+
+
+def test_a_position_learning_rate_reaches_every_job_and_run(protocol, tmp_path):
+    args = _args(tmp_path, seeds=[1], tasks=["cola"], variants=["none"])
+    (job,) = protocol._longest_first(protocol._protocol_jobs(args))
+    assert "--position-learning-rate" not in job
+    args.position_learning_rate = 0.0
+    (job,) = protocol._longest_first(protocol._protocol_jobs(args))
+    assert job[job.index("--position-learning-rate") + 1] == "0.0"
+    config = protocol._protocol_config(args, "m", ("none",), args.protocol_dir)
+    assert config.position_learning_rate == 0.0
 
 
 def test_protocol_spawns_only_the_unfinished_pairs(protocol, tmp_path, monkeypatch):

@@ -236,9 +236,7 @@ def test_processes_with_a_shared_output_fill_one_folder_together(rte_run, tmp_pa
 
 
 @needs_glue
-def test_a_shared_output_refuses_a_run_another_process_trains(
-    rte_run, tmp_path, monkeypatch
-):
+def test_a_shared_output_refuses_a_run_another_process_trains(rte_run, tmp_path, monkeypatch):
     from tests.test_files import _holder
 
     config, _ = rte_run
@@ -399,6 +397,106 @@ def test_tisa_learning_rate_and_start_reach_the_scorers(tiny_model, tmp_path):
     # 4 AdamW steps at lr 0.1 on a decaying schedule: each step moves by up to ~lr
     assert 0.05 < fast["amplitude"]["max_abs_change"] <= 0.4 + 1e-6
     assert slow["amplitude"]["max_abs_change"] < 1e-5
+
+
+class _Movement(TrainerCallback):
+    """How far each named parameter moved in training (max |end - start|)."""
+
+    def __init__(self) -> None:
+        self.start: dict = {}
+        self.moved: dict[str, float] = {}
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        self.start = {n: p.detach().clone() for n, p in model.named_parameters()}
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        self.moved = {
+            n: (p.detach() - self.start[n]).abs().max().item() for n, p in model.named_parameters()
+        }
+
+
+@needs_glue
+def test_position_learning_rate_freezes_or_speeds_the_models_own_positions(tiny_model, tmp_path):
+    """0 leaves the position table as loaded while the rest trains; a rate of its own moves
+    it by about that rate per AdamW step, whatever the backbone's; runs record it."""
+    table = "bert.embeddings.position_embeddings.weight"
+    moved = {}
+    for rate in (0.0, 1e-1):
+        watch = _Movement()
+        config = _rte_config(
+            tiny_model,
+            tmp_path / f"rate-{rate}",
+            seeds=(1,),
+            position_learning_rate=rate,
+            learning_rate=1e-6,
+            warmup_ratio=0.0,
+        )
+        (run,) = run_glue(config, callbacks=[watch]).runs
+        assert run["settings"]["position_learning_rate"] == rate
+        moved[rate] = watch.moved
+    assert moved[0.0][table] == 0.0
+    assert 0 < moved[0.0]["bert.embeddings.word_embeddings.weight"] < 1e-5
+    assert 0.05 < moved[1e-1][table] <= 0.4 + 1e-6  # 4 steps at about lr each
+    assert moved[1e-1]["bert.embeddings.word_embeddings.weight"] < 1e-5
+    # a folder of runs with the table trained at the backbone's rate refuses other rates
+    with pytest.raises(ValueError, match="position_learning_rate: 0.1 there, 0.0 now"):
+        run_glue(
+            _rte_config(
+                tiny_model,
+                tmp_path / "rate-0.1",
+                seeds=(1,),
+                position_learning_rate=0.0,
+                learning_rate=1e-6,
+                warmup_ratio=0.0,
+            )
+        )
+
+
+@needs_glue
+def test_position_learning_rate_of_a_converted_model_reaches_its_scorers(tiny_model, tmp_path):
+    """Under the variant none, a saved TISA model's scorers are its own positions; with
+    the variant remove the model has none of its own, which is refused before training."""
+    from transformers import AutoModelForSequenceClassification
+
+    import tisa.hf
+
+    converted = tmp_path / "converted"
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_model)
+    tisa.hf.add_tisa(model, position_embeddings="remove", start="spread")
+    model.save_pretrained(converted)
+    for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        if (Path(tiny_model) / name).is_file():
+            (converted / name).write_bytes((Path(tiny_model) / name).read_bytes())
+    watch = _Movement()
+    config = _rte_config(
+        str(converted),
+        tmp_path / "runs",
+        seeds=(1,),
+        position_learning_rate=1e-1,
+        learning_rate=1e-6,
+        warmup_ratio=0.0,
+    )
+    run_glue(config, callbacks=[watch])
+    # (the spread start has zero amplitudes, so the amplitudes move first)
+    amplitudes = [n for n in watch.moved if n.endswith("amplitude")]
+    assert amplitudes and all(0.05 < watch.moved[n] <= 0.4 + 1e-6 for n in amplitudes)
+    assert watch.moved["bert.embeddings.word_embeddings.weight"] < 1e-5
+    with pytest.raises(ValueError, match="has no positional parameters of its own"):
+        run_glue(
+            _rte_config(
+                tiny_model,
+                tmp_path / "remove",
+                seeds=(1,),
+                variants=("remove",),
+                position_learning_rate=0.0,
+            )
+        )
+
+
+def test_position_learning_rate_is_checked():
+    with pytest.raises(ValueError, match="position_learning_rate: expected a number >= 0"):
+        GlueConfig(model="m", tasks=("rte",), position_learning_rate=-1e-3)
+    assert GlueConfig(model="m", tasks=("rte",)).position_learning_rate is None
 
 
 # ---------------------------------------------------------------------- custom tasks

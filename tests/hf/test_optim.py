@@ -118,6 +118,42 @@ def test_parameter_groups_put_scorers_on_their_own_rate_without_decay():
     assert [g["name"] for g in stock_groups] == ["decay", "no_decay"]
 
 
+def test_a_position_table_can_take_a_rate_of_its_own():
+    stock = _model("bert")
+    table = th.position_table_names(stock)
+    assert table == ["bert.embeddings.position_embeddings.weight"]
+    groups = {
+        g["name"]: g
+        for g in th.parameter_groups(
+            stock,
+            learning_rate=5e-5,
+            weight_decay=0.01,
+            position_names=table,
+            position_learning_rate=1e-3,
+        )
+    }
+    assert [p.data_ptr() for p in groups["positions"]["params"]] == [
+        stock.bert.embeddings.position_embeddings.weight.data_ptr()
+    ]
+    assert groups["positions"]["lr"] == 1e-3 and groups["positions"]["weight_decay"] == 0.0
+    assert all(p is not groups["positions"]["params"][0] for p in groups["decay"]["params"])
+    # the positions group comes first: a converted model's scorers can take its rate
+    model = th.add_tisa(_model("bert"), position_embeddings="remove")
+    assert th.position_table_names(model) == []
+    scorers = th.scoring_parameter_names(model)
+    groups = {
+        g["name"]: g
+        for g in th.parameter_groups(
+            model, learning_rate=5e-5, position_names=scorers, position_learning_rate=1e-2
+        )
+    }
+    assert "tisa" not in groups and len(groups["positions"]["params"]) == len(scorers)
+    with pytest.raises(ValueError, match="position_names: the model has no parameters"):
+        th.parameter_groups(stock, learning_rate=1e-3, position_names=["no.such.weight"])
+    with pytest.raises(ValueError, match="position_learning_rate must be a positive number"):
+        th.parameter_groups(stock, learning_rate=1e-3, position_learning_rate=-1.0)
+
+
 def test_scoring_movement_measures_each_kind():
     model = th.add_tisa(_model("bert"), start="spread")
     start = th.scoring_snapshot(model)

@@ -41,6 +41,7 @@ _SETTING_KEYS = (
     "max_eval_samples",
     "holdout",
     "bf16",
+    "position_learning_rate",  # absent from older settings.json, where it was None
 )
 # settings of the TISA variants only: checked per variant, so an output folder can hold
 # the baseline's runs before the TISA settings are chosen
@@ -110,6 +111,10 @@ class GlueConfig:
         num_kernels: kernels per head of the rbf family.
         tisa_learning_rate: learning rate of the TISA scoring parameters, which get no
             weight decay (default: learning_rate, the backbone's).
+        position_learning_rate: learning rate of the model's own positional parameters:
+            its absolute position table, and under the variant none the scoring functions
+            of a ``tisa convert`` output. They get no weight decay; 0 freezes them.
+            Default (None): trained with the other weights, as the stock Trainer does.
         tisa_start: how RBF scorers start (:data:`tisa.hf.STARTS`): paper (the paper's
             initialisation), zero (zero amplitudes), spread (zero amplitudes, offsets over
             [-10, 10]); default paper.
@@ -158,6 +163,7 @@ class GlueConfig:
     scoring: str = "rbf"
     num_kernels: int = 5
     tisa_learning_rate: float | None = None
+    position_learning_rate: float | None = None
     tisa_start: str | None = None
     holdout: float = 0.0
     glue_dir: str | None = None
@@ -265,6 +271,11 @@ class GlueConfig:
                 f"tisa_learning_rate: expected a positive number, got {self.tisa_learning_rate!r}"
             )
         put("tisa_learning_rate", float(self.tisa_learning_rate))
+        rate = self.position_learning_rate
+        if rate is not None:
+            if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and rate >= 0):
+                raise ValueError(f"position_learning_rate: expected a number >= 0, got {rate!r}")
+            put("position_learning_rate", float(rate))
         # torch and transformers load here, when a config is checked: importing it stays light
         from tisa.hf import DEFAULT_START, start_options
 

@@ -129,7 +129,13 @@ def build_model(
     config: GlueConfig, task: GlueTask, variant: str, tokenizer: PreTrainedTokenizerBase
 ) -> PreTrainedModel:
     """The model with a classification (or regression) head for ``task``, and TISA added
-    for the variants ``keep`` and ``remove``."""
+    for the variants ``keep`` and ``remove``; its own positional parameters frozen when
+    ``position_learning_rate`` is 0.
+
+    Raises:
+        ValueError: a model that cannot be loaded, or ``position_learning_rate`` set for a
+            model without positional parameters of its own.
+    """
     from transformers import AutoModelForSequenceClassification
 
     kwargs: dict[str, Any] = {
@@ -159,7 +165,30 @@ def build_model(
             ),
             start=config.tisa_start,
         )
+    if config.position_learning_rate is not None:
+        own = set(own_position_names(model, variant))
+        if not own:
+            raise ValueError(
+                f"position_learning_rate: {config.model!r} under the variant {variant!r} has "
+                "no positional parameters of its own (no absolute position table, no TISA "
+                "scoring functions it came with); leave it unset"
+            )
+        if config.position_learning_rate == 0:  # frozen
+            for name, param in model.named_parameters():
+                if name in own:
+                    param.requires_grad_(False)
     return model
+
+
+def own_position_names(model: PreTrainedModel, variant: str) -> list[str]:
+    """The parameters :attr:`GlueConfig.position_learning_rate` sets the rate of: the
+    model's absolute position table, and under the variant ``none`` any TISA scoring
+    functions it came with (a ``tisa convert`` output); scorers that the variants ``keep``
+    and ``remove`` add train at ``tisa_learning_rate``."""
+    names = tisa.hf.position_table_names(model)
+    if variant == "none":
+        names += [n for n in tisa.hf.scoring_parameter_names(model) if n not in names]
+    return names
 
 
 def read_model_config(config: GlueConfig) -> PretrainedConfig:

@@ -265,6 +265,7 @@ def _protocol_config(args, model: str, variants, output_dir: Path, **extra):
         save_steps=100,
         plot=False,  # the summary draws the figures; each run only rewrites the tables
         baseline="none" if "none" in variants else variants[0],
+        position_learning_rate=args.position_learning_rate,
         **COMMON,
         **extra,
     )
@@ -279,6 +280,8 @@ def _task_jobs(args, stage: str, folder: Path, variants, flags: list[str]) -> li
         paths = (run_dir(folder, task, v, seed) / "result.json" for v in variants)
         return all(_load_result(path) is not None for path in paths)
 
+    if args.position_learning_rate is not None:
+        flags = [*flags, "--position-learning-rate", repr(args.position_learning_rate)]
     return [
         (RUN_MINUTES[task] * len(variants), [stage, "--seeds", str(seed), "--tasks", task, *flags])
         for seed in (args.seeds or PROTOCOL_SEEDS)
@@ -615,6 +618,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="+", default=None, choices=["none", "keep"])
     parser.add_argument("--tisa-start", default=None, choices=["paper", "zero", "spread"])
     parser.add_argument("--tisa-learning-rate", type=float, default=None)
+    parser.add_argument(
+        "--position-learning-rate",
+        type=float,
+        default=None,
+        help="protocol, converted: the rate of the model's own positional parameters (its "
+        "position table; a converted model's scorers); 0 freezes them (default: the "
+        "backbone's)",
+    )
     parser.add_argument("--only", nargs="+", default=None, help="sweep: these candidates")
     parser.add_argument("--parallel", type=int, default=1, help="processes at once (GPU)")
     args = parser.parse_args(argv)

@@ -65,6 +65,7 @@ from tisa.glue.inputs import (
     encode,
     load_task,
     model_tokenizer,
+    own_position_names,
     read_model_config,
 )
 from tisa.glue.report import write_glue_report
@@ -282,7 +283,10 @@ def _fine_tune(
         dataloader_pin_memory=torch.cuda.is_available(),
     )
     extra = {} if variant == "none" else {"tisa_learning_rate": config.tisa_learning_rate}
-    trainer = (Trainer if variant == "none" else TisaTrainer)(
+    if config.position_learning_rate:  # a rate of their own (0 froze them in build_model)
+        extra["position_names"] = tuple(own_position_names(model, variant))
+        extra["position_learning_rate"] = config.position_learning_rate
+    trainer = (TisaTrainer if extra else Trainer)(
         model=model,
         args=args,
         train_dataset=encoded["train"],
@@ -419,9 +423,7 @@ def _run_glue(
                         if _load_result(_result_path(config, task_name, variant, seed)):
                             bar.update()  # finished by another process meanwhile
                             continue
-                    result = _fine_tune(
-                        config, task, encoded, tokenizer, variant, seed, callbacks
-                    )
+                    result = _fine_tune(config, task, encoded, tokenizer, variant, seed, callbacks)
                     if main:
                         stage_done(_run_name(task_name, variant, seed), _run_line(result))
                         path = _result_path(config, task_name, variant, seed)

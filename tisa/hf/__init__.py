@@ -38,6 +38,7 @@ from tisa.hf.model_types import (
 )
 from tisa.hf.optim import (
     parameter_groups,
+    position_table_names,
     scoring_movement,
     scoring_parameter_names,
     scoring_snapshot,
@@ -61,6 +62,7 @@ __all__ = [
     "is_tisa",
     "iter_scorers",
     "parameter_groups",
+    "position_table_names",
     "positional_parameters",
     "register_auto_classes",
     "scoring_movement",

@@ -11,6 +11,9 @@ their own and no weight decay::
     optimizer = torch.optim.AdamW(groups)
 
 or, with the Hugging Face Trainer, ``tisa.hf.TisaTrainer(..., tisa_learning_rate=1e-2)``.
+A model's own positional parameters (its absolute position table, found by
+:func:`position_table_names`) can take a rate of their own too (``position_names`` and
+``position_learning_rate``), e.g. to fine-tune with the table frozen or fast.
 :func:`scoring_snapshot` and :func:`scoring_movement` measure how far the scoring
 parameters moved in training (per kind: amplitude, sharpness, offset, ...).
 """
@@ -23,10 +26,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tisa.hf.architectures import architecture_of, base_model
 from tisa.scoring import ScoringFunction
 
 __all__ = [
     "parameter_groups",
+    "position_table_names",
     "scoring_movement",
     "scoring_parameter_names",
     "scoring_snapshot",
@@ -48,6 +53,18 @@ def scoring_parameter_names(model: nn.Module) -> list[str]:
     return names
 
 
+def position_table_names(model: nn.Module) -> list[str]:
+    """Names (as in ``model.named_parameters()``) of the absolute position-embedding table
+    of a supported model; empty when it has none (a model without one, or after TISA
+    removed it)."""
+    arch = architecture_of(model)
+    table = None if arch is None else arch.position_table(base_model(model))
+    if table is None:
+        return []
+    mine = {id(p) for p in table.parameters()}
+    return [name for name, p in model.named_parameters() if id(p) in mine]
+
+
 def _default_no_decay(name: str) -> bool:
     """The usual convention: biases and normalisation weights take no weight decay."""
     module, _, leaf = name.rpartition(".")
@@ -62,6 +79,8 @@ def parameter_groups(
     tisa_learning_rate: float | None = None,
     weight_decay: float = 0.0,
     decay_names: Iterable[str] | None = None,
+    position_names: Iterable[str] = (),
+    position_learning_rate: float | None = None,
 ) -> list[dict[str, Any]]:
     """Optimizer parameter groups with the scoring functions on their own learning rate.
 
@@ -74,35 +93,52 @@ def parameter_groups(
         weight_decay: weight decay of the other parameters that take it.
         decay_names: names of the parameters that take weight decay (the Trainer's
             ``get_decay_parameter_names``); default: all but biases and norm weights.
+        position_names: parameters that form a ``positions`` group of their own (e.g.
+            :func:`position_table_names`, or a converted model's scoring parameters),
+            without weight decay; it comes before the ``tisa`` group.
+        position_learning_rate: learning rate of ``position_names`` (default
+            ``learning_rate``).
 
     Returns:
-        Up to three groups (``decay``, ``no_decay``, ``tisa``), each a dict with
+        Up to four groups (``decay``, ``no_decay``, ``tisa``, ``positions``), each a dict with
         ``params``, ``lr``, ``weight_decay`` and ``name``; empty groups are left out.
         Frozen parameters (``requires_grad=False``) are left out.
 
     Raises:
         ValueError: a learning rate that is not positive, or a negative weight decay.
     """
-    rates = (("learning_rate", learning_rate), ("tisa_learning_rate", tisa_learning_rate))
+    rates = (
+        ("learning_rate", learning_rate),
+        ("tisa_learning_rate", tisa_learning_rate),
+        ("position_learning_rate", position_learning_rate),
+    )
     for name, value in rates:
         if value is not None and not (isinstance(value, (int, float)) and value > 0):
             raise ValueError(f"{name} must be a positive number, got {value!r}")
     if not (isinstance(weight_decay, (int, float)) and weight_decay >= 0):
         raise ValueError(f"weight_decay must be a number >= 0, got {weight_decay!r}")
     tisa_lr = learning_rate if tisa_learning_rate is None else tisa_learning_rate
+    position_lr = learning_rate if position_learning_rate is None else position_learning_rate
+    positions = set(position_names)
+    unknown = sorted(positions - {name for name, _ in model.named_parameters()})
+    if unknown:
+        raise ValueError(f"position_names: the model has no parameters {unknown[:4]}")
     scoring = set(scoring_parameter_names(model))
     decay = None if decay_names is None else set(decay_names)
     groups: dict[str, dict[str, Any]] = {
         "decay": {"params": [], "lr": learning_rate, "weight_decay": weight_decay},
         "no_decay": {"params": [], "lr": learning_rate, "weight_decay": 0.0},
         "tisa": {"params": [], "lr": tisa_lr, "weight_decay": 0.0},
+        "positions": {"params": [], "lr": position_lr, "weight_decay": 0.0},
     }
     seen: set[int] = set()
     for name, param in model.named_parameters():
         if not param.requires_grad or id(param) in seen:
             continue
         seen.add(id(param))
-        if name in scoring:
+        if name in positions:
+            key = "positions"
+        elif name in scoring:
             key = "tisa"
         elif (name in decay) if decay is not None else not _default_no_decay(name):
             key = "decay"

@@ -34,16 +34,30 @@ class TisaTrainer(Trainer):
     Args:
         tisa_learning_rate: learning rate of the scoring parameters; ``None`` uses
             ``args.learning_rate`` (the stock Trainer's behaviour, but still no decay).
+        position_names, position_learning_rate: parameters trained at a rate of their own
+            (:func:`tisa.hf.optim.parameter_groups`), e.g. the model's position table.
         *args, **kwargs: as for :class:`transformers.Trainer`.
     """
 
-    def __init__(self, *args: Any, tisa_learning_rate: float | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        tisa_learning_rate: float | None = None,
+        position_names: tuple[str, ...] = (),
+        position_learning_rate: float | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
-        if tisa_learning_rate is not None and not tisa_learning_rate > 0:
-            raise ValueError(
-                f"tisa_learning_rate must be a positive number, got {tisa_learning_rate!r}"
-            )
+        rates = (
+            ("tisa_learning_rate", tisa_learning_rate),
+            ("position_learning_rate", position_learning_rate),
+        )
+        for name, value in rates:
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
         self.tisa_learning_rate = tisa_learning_rate
+        self.position_names = tuple(position_names)
+        self.position_learning_rate = position_learning_rate
 
     def create_optimizer(self, model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
         if self.optimizer is None:
@@ -54,6 +68,8 @@ class TisaTrainer(Trainer):
                 tisa_learning_rate=self.tisa_learning_rate,
                 weight_decay=self.args.weight_decay,
                 decay_names=self.get_decay_parameter_names(opt_model),
+                position_names=self.position_names,
+                position_learning_rate=self.position_learning_rate,
             )
             if self.optimizer_cls_and_kwargs is not None:
                 cls, kwargs = self.optimizer_cls_and_kwargs
