@@ -60,7 +60,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "DistillSettings", "LengthSampler", "attention_loss", "distill", "distillation_loss",
-    "order_loss",
+    "order_loss", "row_kl",
 ]
 
 
@@ -197,11 +197,16 @@ def attention_loss(
         )
     total = 0.0
     for s, t in zip(student_attention, teacher_attention):
-        t = t.float()
-        log_t = t.clamp_min(1e-30).log()
+        log_t = t.float().clamp_min(1e-30).log()
         log_s = s.float().clamp_min(1e-30).log()
-        total = total + (t * (log_t - log_s)).sum(-1).mean()
+        total = total + row_kl(log_t, log_s).mean()
     return total / len(student_attention)
+
+
+def row_kl(log_p: Tensor, log_q: Tensor) -> Tensor:
+    """KL(p || q) in nats of each row (the last dimension) of two distributions given as
+    log-probabilities; the one divergence of the attention term and the diagnostics."""
+    return (log_p.exp() * (log_p - log_q)).sum(-1)
 
 
 def _trainable(student: nn.Module, settings: DistillSettings) -> list[dict]:

@@ -44,6 +44,7 @@ import torch
 from torch import Tensor
 
 from tisa.convert.convert import finished_conversion
+from tisa.convert.distill import row_kl
 from tisa.convert.profiles import row_centred_batches
 from tisa.convert.word_order import load_models
 from tisa.data.corpus import ptb_lines
@@ -84,8 +85,7 @@ def kl(first: Tensor, second: Tensor) -> Tensor:
     """Mean over blocks and queries of KL(p || q) per head (H,), in nats, where p and q
     are the softmax of the row-centred logits ``first`` and ``second`` (B, H, N, N): the
     two models' attention over the block's tokens, renormalised without [CLS] and [SEP]."""
-    log_p, log_q = first.log_softmax(-1), second.log_softmax(-1)
-    return (log_p.exp() * (log_p - log_q)).sum(-1).mean((0, 2))
+    return row_kl(first.log_softmax(-1), second.log_softmax(-1)).mean((0, 2))
 
 
 def measure(

@@ -132,10 +132,10 @@ def measure(
     tokenizer = AutoTokenizer.from_pretrained(conversions[0][1])
     original = AutoModel.from_pretrained(model_source(source))
     max_length = min(max_length, num_positions(original))  # as tisa convert scores STS-B
+    # tokens per held-out sentence (special tokens included), counted once
+    tokens = [len(ids) for ids in tokenizer(list(held["sentence"]))["input_ids"]]
     order_texts = [
-        s
-        for s in held["sentence"]
-        if len(s.split()) >= 4 and len(tokenizer(s)["input_ids"]) <= max_length
+        s for s, n in zip(held["sentence"], tokens) if len(s.split()) >= 4 and n <= max_length
     ]
 
     # the original first, then every run in order
@@ -163,10 +163,7 @@ def measure(
             "order": {k: np.asarray(v["values"]) for k, v in order.items()},
         })
     base = scored[0]
-    held_lengths = np.asarray(
-        [len(ids) for ids in tokenizer(list(held["sentence"]), truncation=True,
-                                       max_length=max_length)["input_ids"]]
-    )
+    held_lengths = np.minimum(np.asarray(tokens), max_length)  # as embedded: truncated
     bins = np.searchsorted(np.asarray(LENGTH_BINS), held_lengths)  # 0 .. len(LENGTH_BINS)
     labels = _bin_labels()
     result: dict[str, Any] = {
