@@ -33,6 +33,8 @@ def _args(tmp_path, **given):
         model=None,
         stock_dir=tmp_path / "stock",
         position_learning_rate=None,
+        position_learning_rates=None,
+        position_sweep_dir=tmp_path / "position-sweep",
     )
     values.update(given)
     return argparse.Namespace(**values)
@@ -127,6 +129,56 @@ def test_all_runs_protocol_and_converted_as_one_pool(protocol, tmp_path, monkeyp
         "converted",
         "summary",
     ]
+
+
+def test_position_sweep_chooses_the_best_held_out_rate(protocol, tmp_path, monkeypatch):
+    import json
+
+    model = tmp_path / "convert" / "model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"weights")
+    args = _args(tmp_path, converted_model=str(model), position_learning_rates=[5e-5, 1e-2])
+    held_out = {5e-5: {"cola": 0.20, "mrpc": 0.80}, 1e-2: {"cola": 0.30, "mrpc": 0.75}}
+    configs, spawned = [], []
+
+    class Done:
+        def __init__(self, config):
+            scores = held_out[config.position_learning_rate]
+            self.runs = [
+                {"task": t, "seed": s, "score": scores[t]}
+                for t in config.tasks
+                for s in config.seeds
+            ]
+
+    def run(config):
+        configs.append(config)
+        return Done(config)
+
+    monkeypatch.setattr(protocol, "run_glue", run)
+    monkeypatch.setattr(protocol, "_spawn", lambda a, jobs: spawned.extend(jobs))
+    monkeypatch.setattr(protocol, "_glue_dir", lambda given: "glue")
+    args.tasks = ["cola", "mrpc"]
+    assert protocol.position_sweep(args) == 0
+    assert len(spawned) == 2 * 2  # (rate, seed) pairs
+    assert spawned[0][:5] == [
+        "position-sweep",
+        "--position-learning-rates",
+        "5e-05",
+        "--seeds",
+        "1",
+    ]
+    assert all(c.holdout == 0.1 and c.variants == ("none",) for c in configs)
+    assert [c.position_learning_rate for c in configs] == [5e-5, 1e-2]
+    assert configs[0].model_name.endswith("(tisa convert)")
+    chosen = json.loads((args.position_sweep_dir / "selection.json").read_text())
+    assert chosen["selected"] == 1e-2  # mean 0.525 against 0.50
+    assert (
+        "Selected: --position-learning-rate 0.01."
+        in (args.position_sweep_dir / "selection.md").read_text()
+    )
+    with pytest.raises(ValueError, match="expected distinct rates >= 0"):
+        protocol.position_sweep(_args(tmp_path, position_learning_rates=[1e-3, 1e-3]))
 
 
 def test_converted_jobs_check_the_model_first(protocol, tmp_path):

@@ -8,6 +8,8 @@ stages of the experiment, run by ``experiments/glue_protocol.py`` (or
     python experiments/glue_protocol.py converted --converted-model runs/convert/model
     python experiments/glue_protocol.py summary     # one table: none, keep, converted
     python experiments/glue_protocol.py all --parallel 10    # everything, e.g. on one GPU
+    python experiments/glue_protocol.py position-sweep --converted-model runs/convert/model \\
+        --position-learning-rates 5e-5 1e-3 1e-2  # a rate for the model's own positions
 
 ``sweep`` fine-tunes each candidate TISA setting (start and learning rate of the scoring
 parameters, :data:`SWEEP`) and the baseline on a 90/10 split of the training sets of
@@ -22,6 +24,10 @@ into one table with medians, spreads and paired comparisons over seeds against `
 report.html); parity.md also compares ``none`` seed by seed with the runs of
 ``experiments/glue_stock.py`` in ``--stock-dir``. Every stage resumes: finished runs are
 kept, interrupted ones continue from their last checkpoint.
+
+``position-sweep`` chooses ``--position-learning-rate`` (the rate of the model's own
+position table, or of a converted model's scorers, in ``protocol`` and ``converted``) in
+the same way as ``sweep``: the same tasks, split, cap and seeds, scored on held-out data.
 
 Settings shared by every stage: learning rate 5e-5, batch 32, max length 128, no warm-up,
 no weight decay (the Trainer's defaults), fp32: the settings on which the stock Hugging
@@ -250,6 +256,99 @@ def select(args: argparse.Namespace) -> int:
     write_atomic(args.sweep_dir / "selection.md", text)
     print(text, end="")
     return status
+
+
+def _rate_name(rate: float) -> str:
+    return f"rate-{rate:g}"
+
+
+def position_sweep(args: argparse.Namespace) -> int:
+    """The learning rate of the model's own positional parameters (its position table, or
+    a converted model's scorers: ``--position-learning-rate``), chosen as ``sweep``
+    chooses the TISA settings: each rate of ``--position-learning-rates`` fine-tunes the
+    sweep's tasks on the same held-out split, seeds and cap; the rate with the highest
+    mean held-out score over tasks and seeds is written to ``selection.md`` and
+    ``selection.json`` in ``--position-sweep-dir``."""
+    rates = args.position_learning_rates
+    if not rates:
+        raise ValueError("position-sweep: pass --position-learning-rates R [R ...]")
+    if len(set(rates)) != len(rates) or any(r < 0 for r in rates):
+        raise ValueError(f"--position-learning-rates: expected distinct rates >= 0, got {rates}")
+    folder = args.position_sweep_dir
+    seeds = tuple(args.seeds or SWEEP_SEEDS)
+    tasks = tuple(args.tasks or SWEEP_TASKS)
+    if args.converted_model:
+        _check_converted_model(Path(args.converted_model), folder)
+        model, name = args.converted_model, f"{_model(args.model)} (tisa convert)"
+    else:
+        model, name = _model(args.model), None
+    if args.parallel > 1:
+        flags = ["--position-sweep-dir", str(folder), "--tasks", *tasks]
+        flags += ["--converted-model", args.converted_model] if args.converted_model else []
+        jobs = [
+            ["position-sweep", "--position-learning-rates", repr(r), "--seeds", str(s), *flags]
+            for r in rates
+            for s in seeds
+        ]
+        _spawn(args, jobs)
+    means = {}
+    for rate in rates:
+        print(f"== position sweep {rate:g}", flush=True)
+        result = run_glue(
+            GlueConfig(
+                model=model,
+                model_name=name,
+                tasks=tasks,
+                variants=("none",),
+                seeds=seeds,
+                output_dir=str(folder / _rate_name(rate)),
+                epochs=args.epochs if args.epochs is not None else 3.0,
+                holdout=0.1,
+                max_train_samples=SWEEP_CAP,
+                glue_dir=_glue_dir(args.glue_dir),
+                save_steps=100,
+                plot=False,
+                position_learning_rate=rate,
+                **COMMON,
+            )
+        )
+        per_task = {
+            t: statistics.mean(r["score"] for r in result.runs if r["task"] == t) for t in tasks
+        }
+        means[rate] = (per_task, statistics.mean(per_task.values()))
+    if os.environ.get(SHARED_OUTPUT):  # one job of a parallel sweep: the parent chooses
+        return 0
+    best = max(rates, key=lambda r: means[r][1])
+    lines = [
+        f"Held-out scores x 100 of each position learning rate, mean over seeds "
+        f"{', '.join(map(str, seeds))}:",
+        "",
+        "| rate | " + " | ".join(tasks) + " | mean |",
+        "|---|" + "---:|" * (len(tasks) + 1),
+        *(
+            f"| {r:g} | "
+            + " | ".join(f"{100 * means[r][0][t]:.2f}" for t in tasks)
+            + f" | {100 * means[r][1]:.2f} |"
+            for r in rates
+        ),
+        "",
+        f"Selected: --position-learning-rate {best:g}.",
+    ]
+    text = "\n".join(lines) + "\n"
+    write_atomic(folder / "selection.md", text)
+    write_json(
+        folder / "selection.json",
+        {
+            "model": name or model,
+            "tasks": list(tasks),
+            "seeds": list(seeds),
+            "rates": {repr(r): {"tasks": means[r][0], "mean": means[r][1]} for r in rates},
+            "selected": best,
+            "provenance": run_metadata(),
+        },
+    )
+    print(text, end="")
+    return 0
 
 
 def _protocol_config(args, model: str, variants, output_dir: Path, **extra):
@@ -583,12 +682,21 @@ def run_all(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "stage", choices=["sweep", "select", "protocol", "converted", "summary", "all"]
+        "stage",
+        choices=["sweep", "select", "protocol", "converted", "summary", "all", "position-sweep"],
     )
     parser.add_argument("--sweep-dir", type=Path, default=RESULTS / "sweep")
     parser.add_argument("--protocol-dir", type=Path, default=RESULTS / "protocol")
     parser.add_argument("--converted-dir", type=Path, default=RESULTS / "converted")
     parser.add_argument("--summary-dir", type=Path, default=RESULTS / "summary")
+    parser.add_argument("--position-sweep-dir", type=Path, default=RESULTS / "position-sweep")
+    parser.add_argument(
+        "--position-learning-rates",
+        type=float,
+        nargs="+",
+        default=None,
+        help="position-sweep: the candidate rates of --position-learning-rate",
+    )
     parser.add_argument(
         "--stock-dir",
         type=Path,
@@ -638,6 +746,7 @@ def main(argv: list[str] | None = None) -> int:
         "converted": converted,
         "summary": summary,
         "all": run_all,
+        "position-sweep": position_sweep,
     }
     try:
         return stages[args.stage](args)
