@@ -180,28 +180,13 @@ def glue_cola_order(root: Path) -> str:
     """CoLA fine-tuned from the original, the default conversion and the conversions with
     the word-order and the attention-map terms and with short distillation blocks: each
     seed, and the paired differences (t interval, Holm)."""
-    from scipy import stats
-
-    def scores(folder: str) -> dict[int, float]:
-        found = sorted((root / folder).glob("runs/cola/none/seed-*/result.json"))
-        runs = [read_json(root, str(p.relative_to(root))) for p in found]
-        return {int(r["seed"]): float(r["score"]) for r in runs}
-
     models = {
-        "original": scores(f"{RESULTS}/glue/protocol"),
-        "converted (default)": scores(f"{RESULTS}/glue/converted"),
-        "converted, order weight 1": scores(GLUE_ORDER),
-        "converted, attention weight 1": scores(GLUE_ATTENTION),
-        "converted, blocks from 6 tokens": scores(GLUE_MIN_LENGTH),
+        "original": f"{RESULTS}/glue/protocol",
+        "converted (default)": f"{RESULTS}/glue/converted",
+        "converted, order weight 1": GLUE_ORDER,
+        "converted, attention weight 1": GLUE_ATTENTION,
+        "converted, blocks from 6 tokens": GLUE_MIN_LENGTH,
     }
-    seeds = sorted(set.intersection(*(set(v) for v in models.values())))
-    def mean_sd(values: list[float]) -> str:
-        if len(values) < 2:
-            return x100(values[0]) if values else "n/a"
-        return f"{100 * statistics.fmean(values):.2f} ± {100 * statistics.stdev(values):.2f}"
-
-    rows = [[name, len(s), mean_sd(list(s.values()))] for name, s in models.items()]
-    text = markdown_table(["model", "seeds", "CoLA dev MCC x100, mean ± sd"], rows, align="lrr")
     pairs = (
         ("converted (default)", "original"),
         ("converted, order weight 1", "original"),
@@ -211,6 +196,32 @@ def glue_cola_order(root: Path) -> str:
         ("converted, attention weight 1", "converted (default)"),
         ("converted, blocks from 6 tokens", "converted (default)"),
     )
+    return _cola_comparison(root, models, pairs)
+
+
+def _cola_comparison(
+    root: Path, folders: dict[str, str], pairs: tuple[tuple[str, str], ...]
+) -> str:
+    """CoLA dev MCC of each model (name -> a GLUE output folder): mean ± sd over seeds, then
+    the paired differences ``pairs`` over the seeds all share (t interval; paired t
+    p-values, Holm over the pairs)."""
+    from scipy import stats
+
+    def scores(folder: str) -> dict[int, float]:
+        found = sorted((root / folder).glob("runs/cola/none/seed-*/result.json"))
+        runs = [read_json(root, str(p.relative_to(root))) for p in found]
+        return {int(r["seed"]): float(r["score"]) for r in runs}
+
+    models = {name: scores(folder) for name, folder in folders.items()}
+    seeds = sorted(set.intersection(*(set(v) for v in models.values())))
+
+    def mean_sd(values: list[float]) -> str:
+        if len(values) < 2:
+            return x100(values[0]) if values else "n/a"
+        return f"{100 * statistics.fmean(values):.2f} ± {100 * statistics.stdev(values):.2f}"
+
+    rows = [[name, len(s), mean_sd(list(s.values()))] for name, s in models.items()]
+    text = markdown_table(["model", "seeds", "CoLA dev MCC x100, mean ± sd"], rows, align="lrr")
     found, pvalues = [], []
     for a, b in pairs:
         first = {s: models[a][s] for s in seeds}
