@@ -34,7 +34,9 @@ def _args(tmp_path, **given):
         stock_dir=tmp_path / "stock",
         position_learning_rate=None,
         position_learning_rates=None,
-        position_sweep_dir=tmp_path / "position-sweep",
+        learning_rate=None,
+        learning_rates=None,
+        rate_sweep_dir=tmp_path / "rate-sweep",
     )
     values.update(given)
     return argparse.Namespace(**values)
@@ -131,20 +133,31 @@ def test_all_runs_protocol_and_converted_as_one_pool(protocol, tmp_path, monkeyp
     ]
 
 
-def test_position_sweep_chooses_the_best_held_out_rate(protocol, tmp_path, monkeypatch):
+def test_rate_sweep_chooses_the_best_held_out_pair_of_rates(protocol, tmp_path, monkeypatch):
     import json
 
     model = tmp_path / "convert" / "model"
     model.mkdir(parents=True)
     (model / "config.json").write_text("{}")
     (model / "model.safetensors").write_bytes(b"weights")
-    args = _args(tmp_path, converted_model=str(model), position_learning_rates=[5e-5, 1e-2])
-    held_out = {5e-5: {"cola": 0.20, "mrpc": 0.80}, 1e-2: {"cola": 0.30, "mrpc": 0.75}}
+    args = _args(
+        tmp_path,
+        converted_model=str(model),
+        learning_rates=[5e-5, 2e-4],
+        position_learning_rates=[5e-5, 1e-2],
+        tasks=["cola", "mrpc"],
+    )
+    held_out = {  # (learning rate, position rate) -> task -> score
+        (5e-5, 5e-5): {"cola": 0.20, "mrpc": 0.80},
+        (5e-5, 1e-2): {"cola": 0.30, "mrpc": 0.75},
+        (2e-4, 5e-5): {"cola": 0.25, "mrpc": 0.79},
+        (2e-4, 1e-2): {"cola": 0.10, "mrpc": 0.70},
+    }
     configs, spawned = [], []
 
     class Done:
         def __init__(self, config):
-            scores = held_out[config.position_learning_rate]
+            scores = held_out[config.learning_rate, config.position_learning_rate]
             self.runs = [
                 {"task": t, "seed": s, "score": scores[t]}
                 for t in config.tasks
@@ -158,27 +171,50 @@ def test_position_sweep_chooses_the_best_held_out_rate(protocol, tmp_path, monke
     monkeypatch.setattr(protocol, "run_glue", run)
     monkeypatch.setattr(protocol, "_spawn", lambda a, jobs: spawned.extend(jobs))
     monkeypatch.setattr(protocol, "_glue_dir", lambda given: "glue")
-    args.tasks = ["cola", "mrpc"]
-    assert protocol.position_sweep(args) == 0
-    assert len(spawned) == 2 * 2  # (rate, seed) pairs
-    assert spawned[0][:5] == [
-        "position-sweep",
+    assert protocol.rate_sweep(args) == 0
+    assert len(spawned) == 4 * 2  # (pair, seed)
+    assert spawned[0][:7] == [
+        "rate-sweep",
+        "--learning-rates",
+        "5e-05",
         "--position-learning-rates",
         "5e-05",
         "--seeds",
         "1",
     ]
     assert all(c.holdout == 0.1 and c.variants == ("none",) for c in configs)
-    assert [c.position_learning_rate for c in configs] == [5e-5, 1e-2]
+    assert [(c.learning_rate, c.position_learning_rate) for c in configs] == list(held_out)
     assert configs[0].model_name.endswith("(tisa convert)")
-    chosen = json.loads((args.position_sweep_dir / "selection.json").read_text())
-    assert chosen["selected"] == 1e-2  # mean 0.525 against 0.50
-    assert (
-        "Selected: --position-learning-rate 0.01."
-        in (args.position_sweep_dir / "selection.md").read_text()
+    assert Path(configs[1].output_dir).name == "lr-5e-05-position-0.01"
+    chosen = json.loads((args.rate_sweep_dir / "selection.json").read_text())
+    assert chosen["selected"] == {"learning_rate": 5e-5, "position_learning_rate": 1e-2}
+    text = (args.rate_sweep_dir / "selection.md").read_text()
+    assert "Selected: --learning-rate 5e-05 --position-learning-rate 0.01." in text
+    # the backbone's rate alone, and a tie: the first given wins, and it is said
+    args = _args(tmp_path, learning_rates=[1e-4, 3e-4], tasks=["cola"], parallel=1)
+    monkeypatch.setattr(
+        protocol,
+        "run_glue",
+        lambda c: type(
+            "R", (), {"runs": [{"task": "cola", "seed": s, "score": 0.0} for s in c.seeds]}
+        )(),
     )
+    protocol.rate_sweep(args)
+    text = (args.rate_sweep_dir / "selection.md").read_text()
+    assert "Selected: --learning-rate 0.0001 (a tie of 2: the first given)." in text
     with pytest.raises(ValueError, match="expected distinct rates >= 0"):
-        protocol.position_sweep(_args(tmp_path, position_learning_rates=[1e-3, 1e-3]))
+        protocol.rate_sweep(_args(tmp_path, position_learning_rates=[1e-3, 1e-3]))
+    with pytest.raises(ValueError, match="expected distinct rates > 0"):
+        protocol.rate_sweep(_args(tmp_path, learning_rates=[0.0]))
+
+
+def test_protocol_runs_take_the_chosen_learning_rate(protocol, tmp_path):
+    args = _args(tmp_path, seeds=[1], tasks=["cola"], variants=["none"], learning_rate=2e-4)
+    (job,) = protocol._longest_first(protocol._protocol_jobs(args))
+    assert job[job.index("--learning-rate") + 1] == "0.0002"
+    assert protocol._protocol_config(args, "m", ("none",), args.protocol_dir).learning_rate == 2e-4
+    args.learning_rate = None
+    assert protocol._protocol_config(args, "m", ("none",), args.protocol_dir).learning_rate == 5e-5
 
 
 def test_converted_jobs_check_the_model_first(protocol, tmp_path):

@@ -199,6 +199,31 @@ def glue_cola_order(root: Path) -> str:
     return _cola_comparison(root, models, pairs)
 
 
+GLUE_FROZEN_TABLE = f"{RESULTS}/glue/original-frozen-table"
+
+
+@table(
+    "glue-cola-positions",
+    f"{GLUE_FROZEN_TABLE}/**/*.json",
+    f"{GLUE_FROZEN_TABLE}/**/*.csv",
+    f"{RESULTS}/glue/protocol/runs/cola/none/*/result.json",
+    f"{RESULTS}/glue/converted/runs/cola/none/*/result.json",
+)
+def glue_cola_positions(root: Path) -> str:
+    """CoLA fine-tuned from the original with its position table trained (the protocol) and
+    frozen (``--position-learning-rate 0``), and from the default conversion."""
+    models = {
+        "original": f"{RESULTS}/glue/protocol",
+        "original, position table frozen": GLUE_FROZEN_TABLE,
+        "converted (default)": f"{RESULTS}/glue/converted",
+    }
+    pairs = (
+        ("original, position table frozen", "original"),
+        ("converted (default)", "original, position table frozen"),
+    )
+    return _cola_comparison(root, models, pairs)
+
+
 def _cola_comparison(
     root: Path, folders: dict[str, str], pairs: tuple[tuple[str, str], ...]
 ) -> str:

@@ -8,8 +8,8 @@ stages of the experiment, run by ``experiments/glue_protocol.py`` (or
     python experiments/glue_protocol.py converted --converted-model runs/convert/model
     python experiments/glue_protocol.py summary     # one table: none, keep, converted
     python experiments/glue_protocol.py all --parallel 10    # everything, e.g. on one GPU
-    python experiments/glue_protocol.py position-sweep --converted-model runs/convert/model \\
-        --position-learning-rates 5e-5 1e-3 1e-2  # a rate for the model's own positions
+    python experiments/glue_protocol.py rate-sweep --converted-model runs/convert/model \\
+        --learning-rates 5e-5 1e-4 2e-4  # a model's learning rates on held-out data
 
 ``sweep`` fine-tunes each candidate TISA setting (start and learning rate of the scoring
 parameters, :data:`SWEEP`) and the baseline on a 90/10 split of the training sets of
@@ -25,9 +25,10 @@ report.html); parity.md also compares ``none`` seed by seed with the runs of
 ``experiments/glue_stock.py`` in ``--stock-dir``. Every stage resumes: finished runs are
 kept, interrupted ones continue from their last checkpoint.
 
-``position-sweep`` chooses ``--position-learning-rate`` (the rate of the model's own
-position table, or of a converted model's scorers, in ``protocol`` and ``converted``) in
-the same way as ``sweep``: the same tasks, split, cap and seeds, scored on held-out data.
+``rate-sweep`` chooses ``--learning-rate`` and ``--position-learning-rate`` (the rate of
+the model's own position table, or of a converted model's scorers) of ``protocol`` and
+``converted`` in the same way as ``sweep``: the same tasks, split, cap and seeds, scored
+on held-out data.
 
 Settings shared by every stage: learning rate 5e-5, batch 32, max length 128, no warm-up,
 no weight decay (the Trainer's defaults), fp32: the settings on which the stock Hugging
@@ -258,23 +259,32 @@ def select(args: argparse.Namespace) -> int:
     return status
 
 
-def _rate_name(rate: float) -> str:
-    return f"rate-{rate:g}"
+def _candidate_name(lr: float, position_lr: float | None) -> str:
+    name = f"lr-{lr:g}"
+    return name if position_lr is None else f"{name}-position-{position_lr:g}"
 
 
-def position_sweep(args: argparse.Namespace) -> int:
-    """The learning rate of the model's own positional parameters (its position table, or
-    a converted model's scorers: ``--position-learning-rate``), chosen as ``sweep``
-    chooses the TISA settings: each rate of ``--position-learning-rates`` fine-tunes the
-    sweep's tasks on the same held-out split, seeds and cap; the rate with the highest
-    mean held-out score over tasks and seeds is written to ``selection.md`` and
-    ``selection.json`` in ``--position-sweep-dir``."""
-    rates = args.position_learning_rates
-    if not rates:
-        raise ValueError("position-sweep: pass --position-learning-rates R [R ...]")
-    if len(set(rates)) != len(rates) or any(r < 0 for r in rates):
-        raise ValueError(f"--position-learning-rates: expected distinct rates >= 0, got {rates}")
-    folder = args.position_sweep_dir
+def rate_sweep(args: argparse.Namespace) -> int:
+    """The learning rates of one model, chosen as ``sweep`` chooses the TISA settings:
+    every pair of a backbone rate (``--learning-rates``, default the protocol's 5e-5) and a
+    rate of the model's own positional parameters (``--position-learning-rates``: its
+    position table, or a converted model's scorers; default: trained with the backbone)
+    fine-tunes the sweep's tasks on the same held-out split, seeds and cap. The pair with
+    the highest mean held-out score over tasks and seeds (ties: the first given) is
+    written to ``selection.md`` and ``selection.json`` in ``--rate-sweep-dir``, for
+    ``protocol`` or ``converted`` with ``--learning-rate`` and
+    ``--position-learning-rate``."""
+    rates = args.learning_rates or [COMMON["learning_rate"]]
+    position_rates = args.position_learning_rates or [None]
+    if len(set(rates)) != len(rates) or any(r <= 0 for r in rates):
+        raise ValueError(f"--learning-rates: expected distinct rates > 0, got {rates}")
+    given = [r for r in position_rates if r is not None]
+    if len(set(given)) != len(given) or any(r < 0 for r in given):
+        raise ValueError(
+            f"--position-learning-rates: expected distinct rates >= 0, got {position_rates}"
+        )
+    candidates = [(lr, plr) for lr in rates for plr in position_rates]
+    folder = args.rate_sweep_dir
     seeds = tuple(args.seeds or SWEEP_SEEDS)
     tasks = tuple(args.tasks or SWEEP_TASKS)
     if args.converted_model:
@@ -283,17 +293,19 @@ def position_sweep(args: argparse.Namespace) -> int:
     else:
         model, name = _model(args.model), None
     if args.parallel > 1:
-        flags = ["--position-sweep-dir", str(folder), "--tasks", *tasks]
+        flags = ["--rate-sweep-dir", str(folder), "--tasks", *tasks]
         flags += ["--converted-model", args.converted_model] if args.converted_model else []
         jobs = [
-            ["position-sweep", "--position-learning-rates", repr(r), "--seeds", str(s), *flags]
-            for r in rates
+            ["rate-sweep", "--learning-rates", repr(lr)]
+            + ([] if plr is None else ["--position-learning-rates", repr(plr)])
+            + ["--seeds", str(s), *flags]
+            for lr, plr in candidates
             for s in seeds
         ]
         _spawn(args, jobs)
     means = {}
-    for rate in rates:
-        print(f"== position sweep {rate:g}", flush=True)
+    for lr, plr in candidates:
+        print(f"== rate sweep {_candidate_name(lr, plr)}", flush=True)
         result = run_glue(
             GlueConfig(
                 model=model,
@@ -301,38 +313,45 @@ def position_sweep(args: argparse.Namespace) -> int:
                 tasks=tasks,
                 variants=("none",),
                 seeds=seeds,
-                output_dir=str(folder / _rate_name(rate)),
+                output_dir=str(folder / _candidate_name(lr, plr)),
                 epochs=args.epochs if args.epochs is not None else 3.0,
                 holdout=0.1,
                 max_train_samples=SWEEP_CAP,
                 glue_dir=_glue_dir(args.glue_dir),
                 save_steps=100,
                 plot=False,
-                position_learning_rate=rate,
-                **COMMON,
+                position_learning_rate=plr,
+                **{**COMMON, "learning_rate": lr},
             )
         )
         per_task = {
             t: statistics.mean(r["score"] for r in result.runs if r["task"] == t) for t in tasks
         }
-        means[rate] = (per_task, statistics.mean(per_task.values()))
+        means[lr, plr] = (per_task, statistics.mean(per_task.values()))
     if os.environ.get(SHARED_OUTPUT):  # one job of a parallel sweep: the parent chooses
         return 0
-    best = max(rates, key=lambda r: means[r][1])
+    best = max(candidates, key=lambda c: means[c][1])  # max keeps the first of a tie
+    tied = [c for c in candidates if means[c][1] == means[best][1]]
+
+    def shown(plr: float | None) -> str:
+        return "with the backbone" if plr is None else f"{plr:g}"
+
     lines = [
-        f"Held-out scores x 100 of each position learning rate, mean over seeds "
+        f"Held-out scores x 100 of each pair of learning rates, mean over seeds "
         f"{', '.join(map(str, seeds))}:",
         "",
-        "| rate | " + " | ".join(tasks) + " | mean |",
-        "|---|" + "---:|" * (len(tasks) + 1),
+        "| learning rate | position learning rate | " + " | ".join(tasks) + " | mean |",
+        "|---:|---:|" + "---:|" * (len(tasks) + 1),
         *(
-            f"| {r:g} | "
-            + " | ".join(f"{100 * means[r][0][t]:.2f}" for t in tasks)
-            + f" | {100 * means[r][1]:.2f} |"
-            for r in rates
+            f"| {lr:g} | {shown(plr)} | "
+            + " | ".join(f"{100 * means[lr, plr][0][t]:.2f}" for t in tasks)
+            + f" | {100 * means[lr, plr][1]:.2f} |"
+            for lr, plr in candidates
         ),
         "",
-        f"Selected: --position-learning-rate {best:g}.",
+        f"Selected: --learning-rate {best[0]:g}"
+        + ("" if best[1] is None else f" --position-learning-rate {best[1]:g}")
+        + (f" (a tie of {len(tied)}: the first given)." if len(tied) > 1 else "."),
     ]
     text = "\n".join(lines) + "\n"
     write_atomic(folder / "selection.md", text)
@@ -342,8 +361,17 @@ def position_sweep(args: argparse.Namespace) -> int:
             "model": name or model,
             "tasks": list(tasks),
             "seeds": list(seeds),
-            "rates": {repr(r): {"tasks": means[r][0], "mean": means[r][1]} for r in rates},
-            "selected": best,
+            "candidates": [
+                {
+                    "learning_rate": lr,
+                    "position_learning_rate": plr,
+                    "tasks": means[lr, plr][0],
+                    "mean": means[lr, plr][1],
+                }
+                for lr, plr in candidates
+            ],
+            "selected": {"learning_rate": best[0], "position_learning_rate": best[1]},
+            "tied": len(tied),
             "provenance": run_metadata(),
         },
     )
@@ -365,7 +393,7 @@ def _protocol_config(args, model: str, variants, output_dir: Path, **extra):
         plot=False,  # the summary draws the figures; each run only rewrites the tables
         baseline="none" if "none" in variants else variants[0],
         position_learning_rate=args.position_learning_rate,
-        **COMMON,
+        **{**COMMON, "learning_rate": args.learning_rate or COMMON["learning_rate"]},
         **extra,
     )
 
@@ -381,6 +409,8 @@ def _task_jobs(args, stage: str, folder: Path, variants, flags: list[str]) -> li
 
     if args.position_learning_rate is not None:
         flags = [*flags, "--position-learning-rate", repr(args.position_learning_rate)]
+    if args.learning_rate is not None:
+        flags = [*flags, "--learning-rate", repr(args.learning_rate)]
     return [
         (RUN_MINUTES[task] * len(variants), [stage, "--seeds", str(seed), "--tasks", task, *flags])
         for seed in (args.seeds or PROTOCOL_SEEDS)
@@ -683,19 +713,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "stage",
-        choices=["sweep", "select", "protocol", "converted", "summary", "all", "position-sweep"],
+        choices=["sweep", "select", "protocol", "converted", "summary", "all", "rate-sweep"],
     )
     parser.add_argument("--sweep-dir", type=Path, default=RESULTS / "sweep")
     parser.add_argument("--protocol-dir", type=Path, default=RESULTS / "protocol")
     parser.add_argument("--converted-dir", type=Path, default=RESULTS / "converted")
     parser.add_argument("--summary-dir", type=Path, default=RESULTS / "summary")
-    parser.add_argument("--position-sweep-dir", type=Path, default=RESULTS / "position-sweep")
+    parser.add_argument("--rate-sweep-dir", type=Path, default=RESULTS / "rate-sweep")
+    parser.add_argument(
+        "--learning-rates",
+        type=float,
+        nargs="+",
+        default=None,
+        help="rate-sweep: the candidate rates of --learning-rate (default: 5e-5 alone)",
+    )
     parser.add_argument(
         "--position-learning-rates",
         type=float,
         nargs="+",
         default=None,
-        help="position-sweep: the candidate rates of --position-learning-rate",
+        help="rate-sweep: the candidate rates of --position-learning-rate (default: none)",
     )
     parser.add_argument(
         "--stock-dir",
@@ -727,6 +764,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tisa-start", default=None, choices=["paper", "zero", "spread"])
     parser.add_argument("--tisa-learning-rate", type=float, default=None)
     parser.add_argument(
+        "--learning-rate",
+        type=float,
+        default=None,
+        help="protocol, converted: the backbone's peak rate (default 5e-5, the rate the "
+        "stock Trainer was measured at)",
+    )
+    parser.add_argument(
         "--position-learning-rate",
         type=float,
         default=None,
@@ -746,7 +790,7 @@ def main(argv: list[str] | None = None) -> int:
         "converted": converted,
         "summary": summary,
         "all": run_all,
-        "position-sweep": position_sweep,
+        "rate-sweep": rate_sweep,
     }
     try:
         return stages[args.stage](args)
