@@ -200,28 +200,91 @@ def glue_cola_order(root: Path) -> str:
 
 
 GLUE_FROZEN_TABLE = f"{RESULTS}/glue/original-frozen-table"
+GLUE_ORIGINAL_LR = f"{RESULTS}/glue/original-lr-1e-4"
+GLUE_CONVERTED_LR = f"{RESULTS}/glue/converted-lr-1e-4"
 
 
 @table(
-    "glue-cola-positions",
-    f"{GLUE_FROZEN_TABLE}/**/*.json",
-    f"{GLUE_FROZEN_TABLE}/**/*.csv",
+    "glue-cola-fine-tuning",
+    *(f"{folder}/**/*.json" for folder in (GLUE_FROZEN_TABLE, GLUE_ORIGINAL_LR, GLUE_CONVERTED_LR)),
+    *(f"{folder}/**/*.csv" for folder in (GLUE_FROZEN_TABLE, GLUE_ORIGINAL_LR, GLUE_CONVERTED_LR)),
     f"{RESULTS}/glue/protocol/runs/cola/none/*/result.json",
     f"{RESULTS}/glue/converted/runs/cola/none/*/result.json",
 )
-def glue_cola_positions(root: Path) -> str:
+def glue_cola_fine_tuning(root: Path) -> str:
     """CoLA fine-tuned from the original with its position table trained (the protocol) and
-    frozen (``--position-learning-rate 0``), and from the default conversion."""
+    frozen (``--position-learning-rate 0``), and the original and the default conversion
+    each at the protocol's learning rate and at the one the held-out sweep chose."""
     models = {
         "original": f"{RESULTS}/glue/protocol",
         "original, position table frozen": GLUE_FROZEN_TABLE,
         "converted (default)": f"{RESULTS}/glue/converted",
+        "original at 1e-4": GLUE_ORIGINAL_LR,
+        "converted (default) at 1e-4": GLUE_CONVERTED_LR,
     }
     pairs = (
         ("original, position table frozen", "original"),
-        ("converted (default)", "original, position table frozen"),
+        ("original at 1e-4", "original"),
+        ("converted (default) at 1e-4", "converted (default)"),
+        ("converted (default) at 1e-4", "original at 1e-4"),
     )
     return _cola_comparison(root, models, pairs)
+
+
+#: held-out learning-rate sweeps (``glue_protocol.py rate-sweep``): name -> folder
+RATE_SWEEPS = {
+    "original": f"{RESULTS}/glue/rate-sweep-original",
+    "converted (default)": f"{RESULTS}/glue/rate-sweep-converted",
+    "converted (default), scorers' rate": f"{RESULTS}/glue/rate-sweep-converted-positions",
+}
+
+
+@table(
+    "glue-rate-sweeps",
+    *(f"{folder}/**/*.json" for folder in RATE_SWEEPS.values()),
+    *(f"{folder}/**/*.csv" for folder in RATE_SWEEPS.values()),
+)
+def glue_rate_sweeps(root: Path) -> str:
+    """The held-out rate sweeps: each candidate's score per seed and mean, and the choice."""
+    body = []
+    for name, folder in RATE_SWEEPS.items():
+        chosen = read_json(root, f"{folder}/selection.json")
+        tasks, seeds = chosen["tasks"], chosen["seeds"]
+        for c in chosen["candidates"]:
+            lr, plr = c["learning_rate"], c["position_learning_rate"]
+            label = f"lr-{lr:g}" + ("" if plr is None else f"-position-{plr:g}")
+            per_seed = []
+            for seed in seeds:
+                cells = []
+                for task in tasks:
+                    run = read_json(
+                        root, f"{folder}/{label}/runs/{task}/none/seed-{seed}/result.json"
+                    )
+                    cells.append(x100(run["score"]))
+                per_seed.append(" / ".join(cells))
+            pick = {"learning_rate": lr, "position_learning_rate": plr} == chosen["selected"]
+            body.append(
+                [
+                    name,
+                    f"{lr:g}",
+                    "with the backbone" if plr is None else f"{plr:g}",
+                    ", ".join(per_seed),
+                    x100(c["mean"]),
+                    ("chosen" + (f" (tie of {chosen['tied']})" if chosen["tied"] > 1 else ""))
+                    if pick
+                    else "",
+                ]
+            )
+            name = ""
+    columns = [
+        "model",
+        "learning rate",
+        "positional rate",
+        "held-out " + " / ".join(tasks) + " x100, seeds " + ", ".join(map(str, seeds)),
+        "mean",
+        "",
+    ]
+    return markdown_table(columns, body, align="lrrrrl")
 
 
 def _cola_comparison(
@@ -232,12 +295,13 @@ def _cola_comparison(
     p-values, Holm over the pairs)."""
     from scipy import stats
 
-    def scores(folder: str) -> dict[int, float]:
+    def runs(folder: str) -> dict[int, dict]:
         found = sorted((root / folder).glob("runs/cola/none/seed-*/result.json"))
-        runs = [read_json(root, str(p.relative_to(root))) for p in found]
-        return {int(r["seed"]): float(r["score"]) for r in runs}
+        read = [read_json(root, str(p.relative_to(root))) for p in found]
+        return {int(r["seed"]): r for r in read}
 
-    models = {name: scores(folder) for name, folder in folders.items()}
+    every = {name: runs(folder) for name, folder in folders.items()}
+    models = {name: {s: float(r["score"]) for s, r in rs.items()} for name, rs in every.items()}
     seeds = sorted(set.intersection(*(set(v) for v in models.values())))
 
     def mean_sd(values: list[float]) -> str:
@@ -245,8 +309,21 @@ def _cola_comparison(
             return x100(values[0]) if values else "n/a"
         return f"{100 * statistics.fmean(values):.2f} ± {100 * statistics.stdev(values):.2f}"
 
-    rows = [[name, len(s), mean_sd(list(s.values()))] for name, s in models.items()]
-    text = markdown_table(["model", "seeds", "CoLA dev MCC x100, mean ± sd"], rows, align="lrr")
+    def mean_loss(rs: dict[int, dict], key) -> str:
+        return f"{statistics.fmean(key(r) for r in rs.values()):.3f}"
+
+    rows = [
+        [name, len(s), mean_sd(list(s.values())),
+         mean_loss(every[name], lambda r: r["train_loss"]),
+         mean_loss(every[name], lambda r: r["eval_loss"]["validation"])]
+        for name, s in models.items()
+    ]
+    text = markdown_table(
+        ["model", "seeds", "CoLA dev MCC x100, mean ± sd", "training loss (mean)",
+         "dev loss (mean)"],
+        rows,
+        align="lrrrr",
+    )
     found, pvalues = [], []
     for a, b in pairs:
         first = {s: models[a][s] for s in seeds}
