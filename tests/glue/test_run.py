@@ -438,7 +438,7 @@ def test_position_learning_rate_freezes_or_speeds_the_models_own_positions(tiny_
     assert 0 < moved[0.0]["bert.embeddings.word_embeddings.weight"] < 1e-5
     assert 0.05 < moved[1e-1][table] <= 0.4 + 1e-6  # 4 steps at about lr each
     assert moved[1e-1]["bert.embeddings.word_embeddings.weight"] < 1e-5
-    # a folder of runs with the table trained at the backbone's rate refuses other rates
+    # a folder of runs at one position rate refuses runs at another
     with pytest.raises(ValueError, match="position_learning_rate: 0.1 there, 0.0 now"):
         run_glue(
             _rte_config(

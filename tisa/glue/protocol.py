@@ -161,23 +161,37 @@ def sweep(args: argparse.Namespace) -> int:
         print(f"== sweep {name}", flush=True)
         extra = {} if variant == "none" else {"tisa_start": start, "tisa_learning_rate": tisa_lr}
         run_glue(
-            GlueConfig(
-                model=_model(args.model),
-                tasks=SWEEP_TASKS,
-                variants=(variant,),
-                seeds=seeds,
-                output_dir=str(args.sweep_dir / name),
-                epochs=args.epochs if args.epochs is not None else 3.0,
-                holdout=0.1,
-                max_train_samples=SWEEP_CAP,
-                glue_dir=_glue_dir(args.glue_dir),
-                save_steps=100,
-                plot=False,
-                **COMMON,
+            _held_out_config(
+                args,
+                _model(args.model),
+                SWEEP_TASKS,
+                (variant,),
+                seeds,
+                args.sweep_dir / name,
                 **extra,
             )
         )
     return 0 if args.only else select(args)
+
+
+def _held_out_config(args, model: str, tasks, variants, seeds, output_dir: Path, **extra):
+    """The settings of every held-out sweep: 90% of each training set (at most
+    :data:`SWEEP_CAP` examples) to train, the other 10% to score, the protocol's
+    :data:`COMMON` settings unless ``extra`` says otherwise."""
+    return GlueConfig(
+        model=model,
+        tasks=tuple(tasks),
+        variants=tuple(variants),
+        seeds=tuple(seeds),
+        output_dir=str(output_dir),
+        epochs=args.epochs if args.epochs is not None else 3.0,
+        holdout=0.1,
+        max_train_samples=SWEEP_CAP,
+        glue_dir=_glue_dir(args.glue_dir),
+        save_steps=100,
+        plot=False,
+        **{**COMMON, **extra},
+    )
 
 
 def _sweep_runs(folder: Path, seeds=SWEEP_SEEDS) -> dict[str, dict[str, list[float]]]:
@@ -307,21 +321,16 @@ def rate_sweep(args: argparse.Namespace) -> int:
     for lr, plr in candidates:
         print(f"== rate sweep {_candidate_name(lr, plr)}", flush=True)
         result = run_glue(
-            GlueConfig(
-                model=model,
+            _held_out_config(
+                args,
+                model,
+                tasks,
+                ("none",),
+                seeds,
+                folder / _candidate_name(lr, plr),
                 model_name=name,
-                tasks=tasks,
-                variants=("none",),
-                seeds=seeds,
-                output_dir=str(folder / _candidate_name(lr, plr)),
-                epochs=args.epochs if args.epochs is not None else 3.0,
-                holdout=0.1,
-                max_train_samples=SWEEP_CAP,
-                glue_dir=_glue_dir(args.glue_dir),
-                save_steps=100,
-                plot=False,
                 position_learning_rate=plr,
-                **{**COMMON, "learning_rate": lr},
+                learning_rate=lr,
             )
         )
         per_task = {
