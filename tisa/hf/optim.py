@@ -105,7 +105,8 @@ def parameter_groups(
         Frozen parameters (``requires_grad=False``) are left out.
 
     Raises:
-        ValueError: a learning rate that is not positive, or a negative weight decay.
+        ValueError: a learning rate that is not positive, a negative weight decay, or a
+            name in ``position_names`` that is no parameter of ``model``.
     """
     rates = (
         ("learning_rate", learning_rate),
