@@ -39,6 +39,7 @@ import torch.nn.functional as F
 
 from tisa import bias, scoring
 from tisa.attention import attention, resolve_backend
+from tisa.provenance import run_metadata
 
 CHECK_LENGTHS = (1, 97, 257, 1025)
 TIME_LENGTHS = (1024, 4096)
@@ -314,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     if rows:
         print(format_timings(rows))
     result = {
+        "provenance": run_metadata(None if argv is None else ["benchmarks/flex_gpu.py", *argv]),
         "torch": torch.__version__,
         "device": name,
         "sizes": {"batch": args.batch, "heads": args.heads, "head_dim": args.head_dim},

@@ -13,11 +13,12 @@ from tisa import provenance
 def test_run_metadata_records_commit_command_builds_cpu_threads() -> None:
     meta = provenance.run_metadata(["tisa", "analyze", "a model", "--null-draws", "20"])
     assert set(meta) == {"commit", "dirty", "command", "torch", "transformers", "python",
-                         "cpu", "cpu_count", "threads", "date"}
+                         "cpu", "cpu_count", "threads", "gpu", "date"}
     assert meta["command"] == "tisa analyze 'a model' --null-draws 20"
     assert meta["torch"] == torch.__version__ and meta["threads"] == torch.get_num_threads()
     assert meta["commit"] is None or re.fullmatch(r"[0-9a-f]{40}", meta["commit"])
     assert meta["date"].endswith("+00:00")
+    assert meta["gpu"] == (torch.cuda.get_device_name() if torch.cuda.is_available() else None)
 
 
 def test_program_names_carry_no_machine_paths() -> None:

@@ -79,7 +79,8 @@ def run_metadata(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     Returns:
         ``{"commit", "dirty", "command", "torch", "transformers", "python", "cpu",
-        "cpu_count", "threads", "date"}``; ``date`` is UTC in ISO 8601.
+        "cpu_count", "threads", "gpu", "date"}``; ``gpu`` is the CUDA device's name, or
+        None without one; ``date`` is UTC in ISO 8601.
     """
     import torch
 
@@ -102,6 +103,7 @@ def run_metadata(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
 

@@ -92,7 +92,7 @@ def test_cli_writes_table_and_json(tmp_path, capsys):
     assert {r["variant"] for r in written["rows"]} == {"sdpa, no bias (baseline)", "sdpa + rbf"}
     assert set(written["provenance"]) == {
         "commit", "dirty", "command", "torch", "transformers", "python", "cpu", "cpu_count",
-        "threads", "date",
+        "threads", "gpu", "date",
     }
     assert written["provenance"]["threads"] == 1
     assert written["config"]["runs"] == 3 and written["config"]["layout"] == "bhld"
