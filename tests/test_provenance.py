@@ -21,6 +21,20 @@ def test_run_metadata_records_commit_command_builds_cpu_threads() -> None:
     assert meta["gpu"] == (torch.cuda.get_device_name() if torch.cuda.is_available() else None)
 
 
+def test_a_copy_without_git_names_its_commit_in_the_environment(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(provenance, "_REPO", tmp_path)  # not a git checkout
+    for named, expected in ((None, None), ("A" * 40, "a" * 40), ("not a commit", None)):
+        if named is None:
+            monkeypatch.delenv("TISA_SOURCE_COMMIT", raising=False)
+        else:
+            monkeypatch.setenv("TISA_SOURCE_COMMIT", named)
+        provenance.git_commit.cache_clear()
+        try:
+            assert provenance.git_commit() == {"commit": expected, "dirty": None}
+        finally:
+            provenance.git_commit.cache_clear()
+
+
 def test_program_names_carry_no_machine_paths() -> None:
     root = provenance._REPO
     assert provenance._program(str(root / "tisa" / "cli" / "__main__.py")) == "python -m tisa.cli"

@@ -37,7 +37,9 @@ def git_commit() -> dict[str, Any]:
     """The commit of the checkout this package runs from, and whether it had changes.
 
     Returns ``{"commit": sha or None, "dirty": bool or None}``; ``None`` when the package
-    is not in a git checkout (an installed wheel) or git is missing.
+    is not in a git checkout (an installed wheel) or git is missing. A copy of the source
+    without its ``.git`` (synced to a cluster, say) can name its commit in the environment
+    variable ``TISA_SOURCE_COMMIT`` (40 hex digits); ``dirty`` is then None (unknown).
     """
     def git(*args: str) -> str | None:
         try:
@@ -51,7 +53,9 @@ def git_commit() -> dict[str, Any]:
 
     commit = git("rev-parse", "HEAD")
     if not commit:
-        return {"commit": None, "dirty": None}
+        named = os.environ.get("TISA_SOURCE_COMMIT", "").strip().lower()
+        valid = len(named) == 40 and all(c in "0123456789abcdef" for c in named)
+        return {"commit": named if valid else None, "dirty": None}
     # changes to tracked files of the package only: result files being written are not code
     status = git("status", "--porcelain", "--untracked-files=no", "--", "tisa", "benchmarks")
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
