@@ -81,3 +81,15 @@ def test_cli_check_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     (root / doc_tables.GLUE_SUMMARY).write_text("{not json")
     assert doc_tables.main(["--check", "--root", str(root)]) == 2
     assert "not valid JSON" in capsys.readouterr().err
+
+
+def test_offset_folders_of_other_settings_are_not_compared(tmp_path: Path) -> None:
+    from tisa.doc_tables.pretrain import offset_across_folders
+
+    settings = {"size": "small", "train_length": 128, "eval_lengths": [128, 256],
+                "steps": 4000, "seeds": [0, 1, 2]}
+    for name, steps in (("a", 4000), ("b", 2000)):
+        (tmp_path / f"{name}.json").write_text(
+            json.dumps({"settings": settings | {"steps": steps}, "runs": {}}))
+    with pytest.raises(ValueError, match=r"b.json: settings \['steps'\] differ from a.json"):
+        offset_across_folders(tmp_path, "a.json", "b.json")

@@ -6,6 +6,7 @@ import statistics
 from pathlib import Path
 
 from tisa.doc_tables.base import RESULTS, grouped, read_json, table
+from tisa.pretrain.offset_retrieval import summarise
 from tisa.pretrain.schemes import describe_variant
 from tisa.reports.markdown import accuracy_cell, markdown_table
 
@@ -100,29 +101,15 @@ def _offset_retrieval_tables(
                 f"{st['steps']} steps of {st['batch_size']} sequences; offsets {st['offsets']}, "
                 f"{st['vocab_size']} content tokens (chance {100 / st['vocab_size']:.1f}); "
                 f"{st['eval_sequences']} sequences a length{sweep}; seeds "
-                f"{', '.join(map(str, st['seeds']))}{took}; {prov.get('threads')} threads on "
+                f"{', '.join(map(str, st['seeds']))}{took}; trained on {st.get('device')}; "
+                f"the file written with {prov.get('threads')} threads on "
                 f"{prov.get('cpu')}, torch {prov.get('torch')}, commit "
                 f"`{(prov.get('commit') or '')[:12]}`; `{prov.get('command')}`\n")
         return markdown_table(columns, rows, align="ll" + "r" * len(lengths)) + note
 
     def comparisons(root: Path) -> str:
         """Each TISA family minus every other scheme beyond the training length, by seed."""
-        s = read_json(root, results)["summary"]
-        if not s["comparisons"]:
-            return (f"No scheme to compare: the run holds {', '.join(s['schemes'])} alone "
-                    "so far.\n")
-        rows = []
-        for c in s["comparisons"]:
-            verdict = ("no difference shown" if c["p_holm"] >= 0.05 else
-                       "TISA ahead" if c["mean"] > 0 else "TISA behind")
-            rows.append([f"{c['length']:,}", c["family"], c["other"],
-                         f"{100 * c['family_mean']:.1f}", f"{100 * c['other_mean']:.1f}",
-                         f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
-                         f"{c['p_holm']:.2g}", verdict])
-        columns = ["length", "TISA family", "other", "its accuracy", "other's",
-                   "difference, 95% interval", "p (Holm)", "reading"]
-        return (markdown_table(columns, rows, align="lllrrrrl")
-                + f"\n\n{s['correction']}; paired by seed ({len(s['seeds'])} seeds).\n")
+        return _offset_comparisons(read_json(root, results)["summary"])
 
     def sweep(root: Path) -> str:
         """The positional rate sweep: each learned scheme's loss at the training length."""
@@ -162,6 +149,54 @@ def _offset_retrieval_tables(
     for part in parts:
         render, sources = renderers[part]
         table(name if part == "accuracy" else f"{name}-{part}", *sources)(render)
+
+
+def _offset_comparisons(s: dict) -> str:
+    """The comparisons of a :func:`tisa.pretrain.offset_retrieval.summarise` summary."""
+    if not s["comparisons"]:
+        return (f"No scheme to compare: the run holds {', '.join(s['schemes'])} alone "
+                "so far.\n")
+    rows = []
+    for c in s["comparisons"]:
+        verdict = ("no difference shown" if c["p_holm"] >= 0.05 else
+                   "TISA ahead" if c["mean"] > 0 else "TISA behind")
+        rows.append([f"{c['length']:,}", c["family"], c["other"],
+                     f"{100 * c['family_mean']:.1f}", f"{100 * c['other_mean']:.1f}",
+                     f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
+                     f"{c['p_holm']:.2g}", verdict])
+    columns = ["length", "TISA family", "other", "its accuracy", "other's",
+               "difference, 95% interval", "p (Holm)", "reading"]
+    return (markdown_table(columns, rows, align="lllrrrrl")
+            + f"\n\n{s['correction']}; paired by seed ({len(s['seeds'])} seeds).\n")
+
+
+#: settings that two offset-retrieval folders must share to be compared run by run
+_SHARED_OFFSET_SETTINGS = ("size", "train_length", "eval_lengths", "offsets", "vocab_size",
+                           "steps", "batch_size", "learning_rate", "warmup", "eval_sequences",
+                           "seeds", "positional_lr_sweep", "sweep_seed", "sweep_steps")
+
+
+def offset_across_folders(root: Path, *results: str) -> str:
+    """Offset retrieval: every TISA family against every other scheme, the schemes read
+    from several folders of the same settings (trained apart, e.g. on other devices), paired
+    by seed with Holm over all the comparisons (:func:`tisa.pretrain.offset_retrieval.summarise`).
+    """
+    files = [read_json(root, r) for r in results]
+    first = files[0]["settings"]
+    for r, f in zip(results[1:], files[1:], strict=True):
+        differ = [k for k in _SHARED_OFFSET_SETTINGS if f["settings"].get(k) != first.get(k)]
+        if differ:
+            raise ValueError(f"{r}: settings {differ} differ from {results[0]}'s")
+    runs: dict[str, dict] = {}
+    for f in files:
+        for seed, per_position in f["runs"].items():
+            runs.setdefault(seed, {}).update(per_position)
+    summary = summarise(runs, train_length=first["train_length"],
+                        eval_lengths=first["eval_lengths"])
+    devices = ", ".join(f"{', '.join(f['runs'][next(iter(f['runs']))])} on "
+                        f"{f['settings'].get('device')}" for f in files)
+    return (_offset_comparisons(summary).rstrip("\n")
+            + f" Trained apart with the same settings: {devices}.\n")
 
 
 def _seed_means(r: dict, position: str, length: int, key: str) -> tuple[list, int]:
@@ -351,11 +386,20 @@ _offset_retrieval_tables(
     "offset-retrieval-2000", f"{RESULTS}/pretrain/offset-retrieval-2000/results.json",
     OFFSET_PARTS,
 )
-# 4,000 steps of rbf_linear (the other schemes to follow), as trained and clipped
+# 4,000 steps of rbf_linear, as trained and clipped; ALiBi and FIRE at the same settings,
+# trained on a GPU; the three compared
 _offset_retrieval_tables(
     "offset-retrieval-4000", f"{RESULTS}/pretrain/offset-retrieval-4000/results.json",
     ("accuracy", "far", "far-comparisons"),
 )
+_offset_retrieval_tables(
+    "offset-retrieval-4000-baselines",
+    f"{RESULTS}/pretrain/offset-retrieval-4000-baselines/results.json", ("accuracy", "sweep"),
+)
+_OFFSET_4000 = (f"{RESULTS}/pretrain/offset-retrieval-4000/results.json",
+                f"{RESULTS}/pretrain/offset-retrieval-4000-baselines/results.json")
+table("offset-retrieval-4000-comparisons", *_OFFSET_4000)(
+    lambda root: offset_across_folders(root, *_OFFSET_4000))
 
 
 def offset_bias_peaks(root: Path, profiles: str) -> str:
