@@ -1,13 +1,20 @@
 """Offset retrieval against length, as trained and with an inference-time variant: one figure.
 
     python experiments/offset_retrieval/figure.py runs/offset-retrieval/clip-127-to4096.json
+    python experiments/offset_retrieval/figure.py runs/or-a/results.json runs/or-b/results.json \
+        --output runs/or-a/schemes.png
 
 Reads a file written by ``experiments/offset_retrieval/rescore.py`` (which scores the saved
 models of a run as trained and with log-n scaling or clipped offsets, at the run's lengths
 or at those of ``--eval-lengths``) and writes the figure beside it (same name, ``.png``):
 the accuracy of every scheme at every length, the mean over seeds, as trained (dashed) and
-with the variant (solid, the same colour), the training length dotted. The numbers are
-those of the file, which the doc tables also read.
+with the variant (solid, the same colour), the training length dotted.
+
+Or reads one or more ``results.json`` of ``experiments/offset_retrieval/run.py`` (folders
+of the same settings trained apart, on other devices say) and draws every scheme of them
+as trained, the mean over seeds with a band of ± one sd, each labelled with the device that
+trained it when the files differ there; ``--output`` names the figure (default: beside the
+first file). The numbers are those of the files, which the doc tables also read.
 """
 
 from __future__ import annotations
@@ -51,20 +58,76 @@ def draw(data: dict[str, Any]):
     )
 
 
+def draw_results(files: list[dict[str, Any]]):
+    """The figure of one or more ``results.json`` of run.py: every scheme as trained."""
+    from matplotlib import colormaps
+
+    from tisa.reports.charts import extrapolation_curves
+
+    lengths = sorted({int(n) for f in files for n in f["settings"]["eval_lengths"]})
+    devices = {f["settings"].get("device") for f in files}
+    colours = colormaps["tab10"].colors
+    curves, bands, styles, train = {}, {}, {}, {}
+    for f in files:
+        where = f" ({f['settings'].get('device')})" if len(devices) > 1 else ""
+        for position, per_length in f["summary"]["schemes"].items():
+            key = f"{position}{where}"
+            ok = [n for n in map(int, f["settings"]["eval_lengths"])
+                  if per_length[str(n)]["status"] == "ok"]
+            cells = [per_length[str(n)]["accuracy"] for n in ok]
+            curves[key] = [(n, 100 * c["mean"]) for n, c in zip(ok, cells, strict=True)]
+            bands[key] = [(n, 100 * (c["mean"] - c["sd"]), 100 * (c["mean"] + c["sd"]))
+                          for n, c in zip(ok, cells, strict=True)]
+            styles[key] = {"color": colours[len(styles) % len(colours)]}
+            if not train:
+                train[key] = int(f["settings"]["train_length"])
+    seeds = sorted({s for f in files for s in f["summary"]["seeds"]})
+    fig = extrapolation_curves(
+        curves, lengths, train, styles=styles, ylabel="accuracy x 100 (mean ± sd over seeds)",
+        title=f"Offset retrieval as trained (seeds {', '.join(map(str, seeds))}; "
+              "dotted: training length)",
+    )
+    ax = fig.axes[0]
+    for key, band in bands.items():
+        xs, lo, hi = zip(*band, strict=True)
+        ax.fill_between(xs, lo, hi, color=styles[key]["color"], alpha=0.15, linewidth=0)
+    return fig
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("file", type=Path, help="a JSON file of rescore.py")
+    parser.add_argument("files", type=Path, nargs="+", metavar="file",
+                        help="a JSON file of rescore.py, or results.json files of run.py")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="the figure (default: beside the first file, as .png)")
     args = parser.parse_args(argv)
-    try:
-        data = json.loads(args.file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise SystemExit(f"file: cannot read {args.file} ({err})") from None
-    if "trained_summary" not in data:
-        raise SystemExit(f"file: {args.file} is not a file of rescore.py (no trained_summary; "
-                         "rescore again with this version)")
+    data = []
+    for file in args.files:
+        try:
+            data.append(json.loads(file.read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError) as err:
+            raise SystemExit(f"file: cannot read {file} ({err})") from None
+    rescored = ["trained_summary" in d for d in data]
+    runs = ["summary" in d and "runs" in d and "settings" in d for d in data]
+    if any(rescored):
+        if len(data) > 1:
+            raise SystemExit("file: a file of rescore.py is drawn alone, got "
+                             f"{len(data)} files")
+        figure = draw(data[0])
+    elif all(runs):
+        first = data[0]["settings"]["train_length"]
+        for file, d in zip(args.files, data, strict=True):
+            if d["settings"]["train_length"] != first:
+                raise SystemExit(f"file: {file} was trained at {d['settings']['train_length']} "
+                                 f"tokens, {args.files[0]} at {first}")
+        figure = draw_results(data)
+    else:
+        bad = next(f for f, r in zip(args.files, runs, strict=True) if not r)
+        raise SystemExit(f"file: {bad} is neither a file of rescore.py (no trained_summary; "
+                         "rescore again with this version) nor a results.json of run.py")
     from tisa.reports.figures import save_figure
 
-    out = save_figure(draw(data), args.file.with_suffix(".png"))
+    out = save_figure(figure, args.output or args.files[0].with_suffix(".png"))
     print(f"written to {out}")
     return 0
 

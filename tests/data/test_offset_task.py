@@ -91,6 +91,8 @@ def test_experiment_on_a_tiny_size_resumes_and_summarises_seeds(tmp_path, capsys
     # 3 steps: one point of the loss curve (their mean), and the training's wall time
     assert len(runs["0"]["tisa"]["train_loss_curve"]) == 1
     assert runs["0"]["tisa"]["train_seconds"] > 0
+    assert runs["0"]["tisa"]["trained_on"] == {"device": "cpu", "torch": torch.__version__,
+                                               "gpu": None}
     summary = results["summary"]
     assert summary["seeds"] == [0, 1]
     # the one TISA family against the one other scheme that reads 64 tokens
@@ -268,8 +270,21 @@ def test_rescoring_with_scaling_or_clipping_changes_only_the_longer_lengths(tmp_
     mean = far["summary"]["schemes"]["fire"]["96"]["accuracy"]["mean"]
     assert list(lines["fire, clipped at 15"].get_ydata())[-1] == pytest.approx(100 * mean)
     assert lines["fire, as trained"].get_color() == lines["fire, clipped at 15"].get_color()
-    with pytest.raises(SystemExit, match="not a file of rescore.py"):
-        figure.main([str(out / "results.json")])
+    # a results.json of run.py draws the schemes as trained, mean ± sd, with or without others
+    assert figure.main([str(out / "results.json"), "--output", str(out / "as-trained.png")]) == 0
+    assert (out / "as-trained.png").stat().st_size > 1000
+    results = json.loads((out / "results.json").read_text())
+    apart = results | {"settings": results["settings"] | {"device": "cuda"},
+                       "summary": {**results["summary"], "schemes": {
+                           "elsewhere": results["summary"]["schemes"]["fire"]}}}
+    ax = figure.draw_results([results, apart]).axes[0]
+    labels = {line.get_label() for line in ax.get_lines() if line.get_label()[0] != "_"}
+    assert labels == {"absolute (cpu)", "alibi_learned (cpu)", "fire (cpu)", "elsewhere (cuda)"}
+    with pytest.raises(SystemExit, match="drawn alone"):
+        figure.main([str(out / "clip-15-to96.json"), str(out / "results.json")])
+    (out / "other.json").write_text(json.dumps({"rows": []}))
+    with pytest.raises(SystemExit, match="other.json is neither"):
+        figure.main([str(out / "other.json")])
 
 
 def test_doc_tables_by_offset_and_by_block_average_the_seeds_that_recorded_them(tmp_path):

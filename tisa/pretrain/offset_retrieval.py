@@ -244,10 +244,11 @@ def train_and_evaluate(
 
     Returns:
         ``{"position", "seed", "final_train_loss", "train_loss_curve", "train_seconds",
-        "eval": {length: {"status", "accuracy", "loss", "accuracy_beyond_train",
+        "trained_on", "eval": {length: {"status", "accuracy", "loss", "accuracy_beyond_train",
         "tokens", "accuracy_by_block", "accuracy_by_offset"}}}``: ``train_loss_curve``
         holds the mean training loss of every ``CURVE_EVERY`` steps, ``train_seconds`` the
-        wall time of training; ``accuracy_by_block`` the accuracy on positions
+        wall time of training, ``trained_on`` the device, torch build and GPU (or None)
+        that trained it, so folders trained apart can be told apart; ``accuracy_by_block`` the accuracy on positions
         ``[b·T, (b+1)·T)`` for each block b of the training length T, and
         ``accuracy_by_offset`` the accuracy on the sequences asking for each offset (keys
         are the offsets as strings), so a fall with length can be told apart as distance
@@ -336,9 +337,12 @@ def train_and_evaluate(
         offsets=offsets, vocab_size=vocab_size, eval_sequences=eval_sequences, seed=seed,
         device=device,
     )
+    cuda = torch.device(device).type == "cuda"
     return {
         "position": position, "seed": seed, "final_train_loss": loss.item(),
         "train_loss_curve": curve, "train_seconds": train_seconds, "eval": scores,
+        "trained_on": {"device": str(device), "torch": torch.__version__,
+                       "gpu": torch.cuda.get_device_name(device) if cuda else None},
     }
 
 
