@@ -4,8 +4,10 @@
     python benchmarks/flex_gpu.py --json flex_gpu.json --lengths 1024 4096 8192
     python benchmarks/flex_gpu.py --device cpu --quick  # the same logic, forward only
 
-Checks, each against the eager backend on the same device (fp32 unless noted); any
-failure makes the script exit with status 1 after printing what failed:
+Checks, each against the eager backend on the same device (fp32 unless noted; a tensor's
+difference is divided by the reference's largest magnitude when that is above 1, and each
+tensor's error is recorded); any failure makes the script exit with status 1 after
+printing what failed:
 
 - forward + backward parity of ``backend="flex"``: output, dq, dk, dv and the gradient of
   every RBF parameter, causal and not, with a padding mask, at awkward lengths;
@@ -105,8 +107,8 @@ def _run(q, k, v, bias_, backend, train, **kw):
 
 def _max_error(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     """The largest difference of any tensor pair, each divided by the reference's largest
-    magnitude when that is above 1: the gradient of a scorer parameter sums B*H*L^2 terms,
-    so its rounding grows with its size, while outputs and dq/dk/dv stay absolute."""
+    magnitude when that is above 1 (typically the gradients of scorer parameters, which
+    sum B*H*L^2 terms, so their rounding grows with their size); absolute below 1."""
     return max(_errors(a, b))
 
 
@@ -142,6 +144,7 @@ def run_checks(device: str, args: argparse.Namespace) -> list[dict]:
     table = (0.5 * torch.randn(h, 2 * length - 1)).to(device).requires_grad_()
     got, expected = (_run(q, k, v, table, b, train, causal=True) for b in ("flex", "eager"))
     _record(checks, f"table gradient, L={length}", _max_error(got, expected), tol)
+    checks[-1]["errors"] = _errors(got, expected)
 
     # rows with no key: an all-padding sequence; left padding under a causal mask
     empty = torch.ones(2, 1, 1, length, dtype=torch.bool, device=device)
@@ -154,6 +157,7 @@ def run_checks(device: str, args: argparse.Namespace) -> list[dict]:
         finite = all(bool(torch.isfinite(t).all()) for t in got)
         error = _max_error(got, expected) if finite else float("nan")
         _record(checks, f"rows without keys ({name}), L={length}", error, tol)
+        checks[-1]["errors"] = _errors(got, expected)
     _record(
         checks,
         f"rows without keys are 0, L={length}",

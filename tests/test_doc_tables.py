@@ -88,8 +88,15 @@ def test_offset_folders_of_other_settings_are_not_compared(tmp_path: Path) -> No
 
     settings = {"size": "small", "train_length": 128, "eval_lengths": [128, 256],
                 "steps": 4000, "seeds": [0, 1, 2]}
-    for name, steps in (("a", 4000), ("b", 2000)):
+    files = {"a": (4000, "alibi"), "b": (2000, "fire"), "c": (4000, "alibi"), "d": (4000, None)}
+    for name, (steps, position) in files.items():
+        runs = {} if position is None else {"0": {position: {}}}
         (tmp_path / f"{name}.json").write_text(
-            json.dumps({"settings": settings | {"steps": steps}, "runs": {}}))
-    with pytest.raises(ValueError, match=r"b.json: settings \['steps'\] differ from a.json"):
+            json.dumps({"settings": settings | {"steps": steps}, "runs": runs}))
+    with pytest.raises(ValueError, match=r"b.json: settings differ from a.json's: steps 2000 "
+                                         r"\(not 4000\)"):
         offset_across_folders(tmp_path, "a.json", "b.json")
+    with pytest.raises(ValueError, match="c.json: alibi is in a.json too"):
+        offset_across_folders(tmp_path, "a.json", "c.json")
+    with pytest.raises(ValueError, match="d.json: holds no runs"):
+        offset_across_folders(tmp_path, "a.json", "d.json")

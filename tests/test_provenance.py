@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+import pytest
 import torch
 
 from tisa import provenance
@@ -23,14 +24,18 @@ def test_run_metadata_records_commit_command_builds_cpu_threads() -> None:
 
 def test_a_copy_without_git_names_its_commit_in_the_environment(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(provenance, "_REPO", tmp_path)  # not a git checkout
-    for named, expected in ((None, None), ("A" * 40, "a" * 40), ("not a commit", None)):
+    for named, expected in ((None, None), ("A" * 40, "a" * 40), ("abc123", None)):
         if named is None:
             monkeypatch.delenv("TISA_SOURCE_COMMIT", raising=False)
         else:
             monkeypatch.setenv("TISA_SOURCE_COMMIT", named)
         provenance.git_commit.cache_clear()
         try:
-            assert provenance.git_commit() == {"commit": expected, "dirty": None}
+            if named == "abc123":  # a short commit is named, not silently dropped
+                with pytest.warns(UserWarning, match="TISA_SOURCE_COMMIT: expected a full"):
+                    assert provenance.git_commit() == {"commit": None, "dirty": None}
+            else:
+                assert provenance.git_commit() == {"commit": expected, "dirty": None}
         finally:
             provenance.git_commit.cache_clear()
 

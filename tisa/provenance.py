@@ -7,8 +7,9 @@ when it says which code wrote it, with which command, on which build and machine
     write_json(out / "results.json", {"provenance": run_metadata(), "rows": rows})
 
 ``run_metadata()`` is cheap (one ``git`` call, cached) and never fails: outside a git
-checkout the commit is ``None``. Large artefacts (model weights) stay out of the
-repository; :func:`sha256_file` gives the digest a result file records instead.
+checkout the commit is ``None``, or the one ``TISA_SOURCE_COMMIT`` names. Large artefacts
+(model weights) stay out of the repository; :func:`sha256_file` gives the digest a
+result file records instead.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,9 @@ def git_commit() -> dict[str, Any]:
     if not commit:
         named = os.environ.get("TISA_SOURCE_COMMIT", "").strip().lower()
         valid = len(named) == 40 and all(c in "0123456789abcdef" for c in named)
+        if named and not valid:
+            warnings.warn(f"TISA_SOURCE_COMMIT: expected a full commit (40 hex digits), got "
+                          f"{named!r}; the commit is recorded as unknown", stacklevel=2)
         return {"commit": named if valid else None, "dirty": None}
     # changes to tracked files of the package only: result files being written are not code
     status = git("status", "--porcelain", "--untracked-files=no", "--", "tisa", "benchmarks")
@@ -83,8 +88,8 @@ def run_metadata(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     Returns:
         ``{"commit", "dirty", "command", "torch", "transformers", "python", "cpu",
-        "cpu_count", "threads", "gpu", "date"}``; ``gpu`` is the CUDA device's name, or
-        None without one; ``date`` is UTC in ISO 8601.
+        "cpu_count", "threads", "gpu", "date"}``; ``gpu`` is the visible CUDA device's name
+        (whether or not the run used it), or None without one; ``date`` is UTC in ISO 8601.
     """
     import torch
 
@@ -107,9 +112,19 @@ def run_metadata(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "threads": torch.get_num_threads(),
-        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "gpu": _gpu_name(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def _gpu_name() -> str | None:
+    """The name of the visible CUDA device (the current one), or None without one."""
+    import torch
+
+    try:
+        return torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    except RuntimeError:  # a device that is listed but cannot be queried
+        return None
 
 
 def _program(arg0: str) -> str:

@@ -11,10 +11,11 @@ the accuracy of every scheme at every length, the mean over seeds, as trained (d
 with the variant (solid, the same colour), the training length dotted.
 
 Or reads one or more ``results.json`` of ``experiments/offset_retrieval/run.py`` (folders
-of the same settings trained apart, on other devices say) and draws every scheme of them
-as trained, the mean over seeds with a band of ± one sd, each labelled with the device that
-trained it when the files differ there; ``--output`` names the figure (default: beside the
-first file). The numbers are those of the files, which the doc tables also read.
+of the same settings trained apart, on other devices say, each scheme in one of them) and
+draws every scheme of them as trained, the mean over seeds with a band of ± one sd, each
+labelled with where it trained when the schemes trained in more than one place;
+``--output`` names the figure (default: beside the first file). The numbers are those of
+the files, which the doc tables also read.
 """
 
 from __future__ import annotations
@@ -62,16 +63,17 @@ def draw_results(files: list[dict[str, Any]]):
     """The figure of one or more ``results.json`` of run.py: every scheme as trained."""
     from matplotlib import colormaps
 
+    from tisa.pretrain.offset_retrieval import trained_where
     from tisa.reports.charts import extrapolation_curves
 
     lengths = sorted({int(n) for f in files for n in f["settings"]["eval_lengths"]})
-    devices = {f["settings"].get("device") for f in files}
+    places = {trained_where(f, p) for f in files for p in f["summary"]["schemes"]}
     colours = colormaps["tab10"].colors
     curves, bands, styles, train = {}, {}, {}, {}
     for f in files:
-        where = f" ({f['settings'].get('device')})" if len(devices) > 1 else ""
         for position, per_length in f["summary"]["schemes"].items():
-            key = f"{position}{where}"
+            where = trained_where(f, position).replace(" (from the file's settings)", "")
+            key = f"{position} ({where})" if len(places) > 1 else position
             ok = [n for n in map(int, f["settings"]["eval_lengths"])
                   if per_length[str(n)]["status"] == "ok"]
             cells = [per_length[str(n)]["accuracy"] for n in ok]
@@ -115,11 +117,12 @@ def main(argv: list[str] | None = None) -> int:
                              f"{len(data)} files")
         figure = draw(data[0])
     elif all(runs):
-        first = data[0]["settings"]["train_length"]
-        for file, d in zip(args.files, data, strict=True):
-            if d["settings"]["train_length"] != first:
-                raise SystemExit(f"file: {file} was trained at {d['settings']['train_length']} "
-                                 f"tokens, {args.files[0]} at {first}")
+        from tisa.pretrain.offset_retrieval import merge_folders
+
+        try:  # the same settings, each scheme in one file
+            merge_folders([(str(f), d) for f, d in zip(args.files, data, strict=True)])
+        except ValueError as err:
+            raise SystemExit(f"file: {err}") from None
         figure = draw_results(data)
     else:
         bad = next(f for f, r in zip(args.files, runs, strict=True) if not r)

@@ -6,7 +6,7 @@ import statistics
 from pathlib import Path
 
 from tisa.doc_tables.base import RESULTS, grouped, read_json, table
-from tisa.pretrain.offset_retrieval import summarise
+from tisa.pretrain.offset_retrieval import merge_folders, summarise, trained_where
 from tisa.pretrain.schemes import describe_variant
 from tisa.reports.markdown import accuracy_cell, markdown_table
 
@@ -101,7 +101,8 @@ def _offset_retrieval_tables(
                 f"{st['steps']} steps of {st['batch_size']} sequences; offsets {st['offsets']}, "
                 f"{st['vocab_size']} content tokens (chance {100 / st['vocab_size']:.1f}); "
                 f"{st['eval_sequences']} sequences a length{sweep}; seeds "
-                f"{', '.join(map(str, st['seeds']))}{took}; trained on {st.get('device')}; "
+                f"{', '.join(map(str, st['seeds']))}{took}; trained on "
+                f"{'; '.join(sorted({trained_where(r, p) for p in r['summary']['schemes']}))}; "
                 f"the file written with {prov.get('threads')} threads on "
                 f"{prov.get('cpu')}, torch {prov.get('torch')}, commit "
                 f"`{(prov.get('commit') or '')[:12]}`; `{prov.get('command')}`\n")
@@ -170,33 +171,25 @@ def _offset_comparisons(s: dict) -> str:
             + f"\n\n{s['correction']}; paired by seed ({len(s['seeds'])} seeds).\n")
 
 
-#: settings that two offset-retrieval folders must share to be compared run by run
-_SHARED_OFFSET_SETTINGS = ("size", "train_length", "eval_lengths", "offsets", "vocab_size",
-                           "steps", "batch_size", "learning_rate", "warmup", "eval_sequences",
-                           "seeds", "positional_lr_sweep", "sweep_seed", "sweep_steps")
-
-
 def offset_across_folders(root: Path, *results: str) -> str:
     """Offset retrieval: every TISA family against every other scheme, the schemes read
     from several folders of the same settings (trained apart, e.g. on other devices), paired
     by seed with Holm over all the comparisons (:func:`tisa.pretrain.offset_retrieval.summarise`).
     """
-    files = [read_json(root, r) for r in results]
-    first = files[0]["settings"]
-    for r, f in zip(results[1:], files[1:], strict=True):
-        differ = [k for k in _SHARED_OFFSET_SETTINGS if f["settings"].get(k) != first.get(k)]
-        if differ:
-            raise ValueError(f"{r}: settings {differ} differ from {results[0]}'s")
-    runs: dict[str, dict] = {}
-    for f in files:
-        for seed, per_position in f["runs"].items():
-            runs.setdefault(seed, {}).update(per_position)
+    files = [(r, read_json(root, r)) for r in results]
+    runs = merge_folders(files)
+    first = files[0][1]["settings"]
     summary = summarise(runs, train_length=first["train_length"],
                         eval_lengths=first["eval_lengths"])
-    devices = ", ".join(f"{', '.join(f['runs'][next(iter(f['runs']))])} on "
-                        f"{f['settings'].get('device')}" for f in files)
+    parts = []
+    for _, f in files:
+        positions = list(next(iter(f["runs"].values())))
+        on = "; ".join(sorted({trained_where(f, p) for p in positions}))
+        commit = (f["provenance"].get("commit") or "not recorded")[:12]
+        parts.append(f"{' and '.join(positions)} on {on}, commit `{commit}`")
+    where = "; ".join(parts)
     return (_offset_comparisons(summary).rstrip("\n")
-            + f" Trained apart with the same settings: {devices}.\n")
+            + f" Trained apart with the same settings: {where}.\n")
 
 
 def _seed_means(r: dict, position: str, length: int, key: str) -> tuple[list, int]:

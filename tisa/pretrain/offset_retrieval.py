@@ -48,9 +48,11 @@ __all__ = [
     "last_query_bias",
     "load_saved_models",
     "markdown",
+    "merge_folders",
     "read_results",
     "summarise",
     "train_and_evaluate",
+    "trained_where",
 ]
 
 # the scoring families of TISA proper (learned f_h(j - i) from kernels), as against the
@@ -248,12 +250,12 @@ def train_and_evaluate(
         "tokens", "accuracy_by_block", "accuracy_by_offset"}}}``: ``train_loss_curve``
         holds the mean training loss of every ``CURVE_EVERY`` steps, ``train_seconds`` the
         wall time of training, ``trained_on`` the device, torch build and GPU (or None)
-        that trained it, so folders trained apart can be told apart; ``accuracy_by_block`` the accuracy on positions
-        ``[b·T, (b+1)·T)`` for each block b of the training length T, and
-        ``accuracy_by_offset`` the accuracy on the sequences asking for each offset (keys
-        are the offsets as strings), so a fall with length can be told apart as distance
-        from the marker or as one offset lost; a length an absolute table cannot read has
-        ``status`` "n/a" and a ``reason``.
+        that trained it, so folders trained apart can be told apart;
+        ``accuracy_by_block`` the accuracy on positions ``[b·T, (b+1)·T)`` for each block b
+        of the training length T, and ``accuracy_by_offset`` the accuracy on the sequences
+        asking for each offset (keys are the offsets as strings), so a fall with length can
+        be told apart as distance from the marker or as one offset lost; a length an
+        absolute table cannot read has ``status`` "n/a" and a ``reason``.
     """
     import torch
     import torch.nn.functional as F
@@ -512,6 +514,57 @@ def summarise(
         "comparisons": comparisons,
         "correction": f"Holm over {len(comparisons)} comparisons",
     }
+
+
+#: settings that folders trained apart must share to be compared run by run
+SHARED_SETTINGS = ("size", "train_length", "eval_lengths", "offsets", "vocab_size", "steps",
+                   "batch_size", "learning_rate", "tisa_learning_rate", "warmup",
+                   "eval_sequences", "seeds", "positional_lr_sweep", "sweep_seed",
+                   "sweep_steps")
+
+
+def merge_folders(
+    files: Sequence[tuple[str, Mapping[str, Any]]],
+) -> dict[str, dict[str, Any]]:
+    """The runs of several ``results.json`` of ``experiments/offset_retrieval/run.py``
+    (``(name, data)`` pairs), trained apart with the same settings, as one
+    ``{seed: {position: run}}`` for :func:`summarise`.
+
+    Raises:
+        ValueError: naming the file: no runs, a setting of :data:`SHARED_SETTINGS` other
+            than the first file's (both values), or a scheme another file holds too.
+    """
+    if not files:
+        raise ValueError("files: expected at least one results.json")
+    first_name, first = files[0]
+    owner: dict[str, str] = {}
+    runs: dict[str, dict[str, Any]] = {}
+    for name, data in files:
+        if not data.get("runs"):
+            raise ValueError(f"{name}: holds no runs")
+        differ = [f"{k} {data['settings'].get(k)!r} (not {first['settings'].get(k)!r})"
+                  for k in SHARED_SETTINGS
+                  if data["settings"].get(k) != first["settings"].get(k)]
+        if differ:
+            raise ValueError(f"{name}: settings differ from {first_name}'s: "
+                             + "; ".join(differ))
+        for seed, per_position in data["runs"].items():
+            for position, run in per_position.items():
+                if owner.setdefault(position, name) != name:
+                    raise ValueError(f"{name}: {position} is in {owner[position]} too")
+                runs.setdefault(seed, {})[position] = run
+    return runs
+
+
+def trained_where(data: Mapping[str, Any], position: str) -> str:
+    """Where the runs of ``position`` in a ``results.json`` trained: the GPU or device
+    their ``trained_on`` records, or, for runs from before that record, the device the
+    file's command named (``settings.device``), said as such."""
+    records = [per_position[position].get("trained_on")
+               for per_position in data["runs"].values() if position in per_position]
+    if records and all(records):
+        return ", ".join(sorted({r.get("gpu") or r["device"] for r in records}))
+    return f"{data['settings'].get('device')} (from the file's settings)"
 
 
 def markdown(summary: Mapping[str, Any], *, settings: Mapping[str, Any]) -> str:
