@@ -17,7 +17,7 @@ from tisa.cli import main
 from tisa.convert import distill as distill_lib
 from tisa.convert.convert import ConvertConfig, convert
 from tisa.convert.distill import DistillSettings
-from tisa.provenance import sha256_file
+from tisa.provenance import cpu_model, sha256_file
 
 GLUE_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "glue"
 
@@ -202,6 +202,7 @@ def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts
     assert metrics["environment"] == {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
+        "cpu": cpu_model(),
     }
     saved = json.loads((out / "model" / "config.json").read_text())
     assert saved["tisa"]["length_scale"] == 64  # the tiny BERT's table: the longest length

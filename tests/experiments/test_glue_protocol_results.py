@@ -88,16 +88,16 @@ def test_converted_model_record_names_how_it_was_made(tmp_path):
     (model / "config.json").write_text("{}")
     (model / "model.safetensors").write_bytes(b"weights one")
     made = {
-        "environment": {"torch": "2.13.0+cpu", "threads": 2},
+        "environment": {"torch": "2.13.0+cpu", "threads": 2, "cpu": "Some CPU"},
         "settings": {"model": "/somewhere/minilm", "output_dir": "runs/convert", "seed": 0},
     }
     (model.parent / "metrics.json").write_text(json.dumps(made))
     protocol._check_converted_model(model, runs)
     record = json.loads((runs / "model.json").read_text())
-    assert record["environment"] == {"torch": "2.13.0+cpu", "threads": 2}
+    assert record["environment"] == {"torch": "2.13.0+cpu", "threads": 2, "cpu": "Some CPU"}
     assert record["settings"] == {"seed": 0}
     (model / "model.safetensors").write_bytes(b"weights two")
-    with pytest.raises(ValueError, match="torch 2.13.0.cpu on 2 threads"):
+    with pytest.raises(ValueError, match="torch 2.13.0.cpu on 2 threads on Some CPU: .* and CPU"):
         protocol._check_converted_model(model, runs)
 
 

@@ -64,7 +64,7 @@ from tisa.hf.architectures import has_absolute_positions, num_positions
 from tisa.hf.loading import load_model
 from tisa.hf.sentence_transformers import write_sentence_transformers_files
 from tisa.hub import model_source
-from tisa.provenance import run_metadata, sha256_file
+from tisa.provenance import cpu_model, run_metadata, sha256_file
 
 __all__ = ["ConvertConfig", "ConvertResult", "convert", "finished_conversion"]
 
@@ -341,7 +341,9 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
         },
         "positions": limit,
         # the weights repeat bit for bit only with the same torch build and thread count
-        "environment": {"torch": torch.__version__, "threads": torch.get_num_threads()},
+        # a conversion repeats its weights bit for bit with all three the same
+        "environment": {"torch": torch.__version__, "threads": torch.get_num_threads(),
+                        "cpu": cpu_model()},
         # the weights stay out of a results folder; their digest says which ones these are
         "weights_sha256": sha256_file(out / "model" / "model.safetensors"),
     }

@@ -239,16 +239,43 @@ RATE_SWEEPS = {
 }
 
 
+#: the same sweeps on the three tasks of the TISA settings' sweep (CoLA, MRPC, STS-B)
+RATE_SWEEPS_3_TASKS = {
+    "original": f"{RESULTS}/glue/rate-sweep-original-3-tasks",
+}
+
+
 @table(
     "glue-rate-sweeps",
     *(f"{folder}/**/*.json" for folder in RATE_SWEEPS.values()),
     *(f"{folder}/**/*.csv" for folder in RATE_SWEEPS.values()),
 )
 def glue_rate_sweeps(root: Path) -> str:
-    """The held-out rate sweeps: each candidate's score per seed and mean, and the choice."""
-    body = []
-    for name, folder in RATE_SWEEPS.items():
+    """The held-out rate sweeps on CoLA: each candidate's score per seed and mean, and the
+    choice."""
+    return _rate_sweeps(root, RATE_SWEEPS)
+
+
+@table(
+    "glue-rate-sweeps-3-tasks",
+    *(f"{folder}/**/*.json" for folder in RATE_SWEEPS_3_TASKS.values()),
+    *(f"{folder}/**/*.csv" for folder in RATE_SWEEPS_3_TASKS.values()),
+)
+def glue_rate_sweeps_3_tasks(root: Path) -> str:
+    """The held-out rate sweeps on CoLA, MRPC and STS-B."""
+    return _rate_sweeps(root, RATE_SWEEPS_3_TASKS)
+
+
+def _rate_sweeps(root: Path, sweeps: dict[str, str]) -> str:
+    """Held-out rate sweeps (name -> folder) of the same tasks and seeds: each candidate's
+    score per seed and task, the mean, and the choice."""
+    body: list[list[str]] = []
+    tasks: list[str] = []
+    seeds: list[int] = []
+    for name, folder in sweeps.items():
         chosen = read_json(root, f"{folder}/selection.json")
+        if body and (chosen["tasks"], chosen["seeds"]) != (tasks, seeds):
+            raise ValueError(f"{folder}: swept other tasks or seeds than the table's first")
         tasks, seeds = chosen["tasks"], chosen["seeds"]
         for c in chosen["candidates"]:
             lr, plr = c["learning_rate"], c["position_learning_rate"]

@@ -504,10 +504,11 @@ def _check_converted_model(model: Path, folder: Path) -> None:
         before = kept["weights_sha256"]
         if before != now:
             made = kept.get("environment")
+            on = f" on {made['cpu']}" if made and made.get("cpu") else ""
             how = (
-                f" (it was converted with torch {made['torch']} on {made['threads']} threads: "
-                "`tisa convert` repeats its weights bit for bit only with the same torch "
-                "and thread count, e.g. OMP_NUM_THREADS)"
+                f" (it was converted with torch {made['torch']} on {made['threads']} "
+                f"threads{on}: `tisa convert` repeats its weights bit for bit only with the "
+                "same torch, thread count (e.g. OMP_NUM_THREADS) and CPU model)"
                 if made
                 else ""
             )
