@@ -340,8 +340,7 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
             "evaluation": config.eval_file or "Penn Treebank test",
         },
         "positions": limit,
-        # the weights repeat bit for bit only with the same torch build and thread count
-        # a conversion repeats its weights bit for bit with all three the same
+        # the weights repeat bit for bit only with the same torch build, threads and CPU
         "environment": {"torch": torch.__version__, "threads": torch.get_num_threads(),
                         "cpu": cpu_model()},
         # the weights stay out of a results folder; their digest says which ones these are
