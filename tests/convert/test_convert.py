@@ -477,6 +477,14 @@ def test_selection_scores_conversions_on_held_out_data(converted, tmp_path, caps
     assert all(-1 <= b["mean"] <= 1 for b in by_length.values() if b["sentences"])
     assert by_length == second["fidelity_by_length"]
     assert "| twin |" in selection.markdown(result).split("by its length in tokens")[1]
+    # the line under the table says which rule chose: the probe among those at the floor,
+    # or the baseline when no run is at it
+    low = result | {"runs": [r | {"sts_relative": 0.5} for r in result["runs"]]}
+    assert "no run reaches 99% of the original's held-out STS-B Spearman, so the first run, " \
+        "the baseline, stands" in selection.markdown(low)
+    high = result | {"runs": [r | {"sts_relative": 1.0} for r in result["runs"]]}
+    assert "the highest held-out CoLA probe MCC among the runs at or above 99%" in \
+        selection.markdown(high)
     code = selection.main(
         [str(out), str(twin), "--glue-dir", str(GLUE_DIR), "--output-dir", str(tmp_path / "s"),
          "--sts-pairs", "40", "--max-train", "80", "--bootstrap", "100", "--no-progress"]

@@ -137,6 +137,20 @@ def convert_selection(root: Path) -> str:
             f"`{prov.get('command')}`\n")
 
 
+CONVERT_SELECTION_RERUN = f"{RESULTS}/convert/minilm/selection-rerun/selection.json"
+
+
+@table("convert-selection-rerun", CONVERT_SELECTION_RERUN)
+def convert_selection_rerun(root: Path) -> str:
+    """The default conversion made again on another CPU model, scored the same way."""
+    data = read_json(root, CONVERT_SELECTION_RERUN)
+    prov = data.get("provenance") or {}
+    sha = data["runs"][0].get("weights_sha256") or "not recorded"
+    return (selection_markdown(data) + f"\nweights `{sha[:12]}...`; commit "
+            f"`{(prov.get('commit') or '')[:12]}` on {prov.get('cpu')}, "
+            f"`{prov.get('command')}`\n")
+
+
 CONVERT_VARIANTS = tuple(
     f"{RESULTS}/convert/minilm/{name}/metrics.json"
     for name in ("order-1", "order-10", "k10", "attention-1", "min-length-6")
