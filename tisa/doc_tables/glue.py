@@ -236,6 +236,7 @@ RATE_SWEEPS = {
     "original": f"{RESULTS}/glue/rate-sweep-original",
     "converted (default)": f"{RESULTS}/glue/rate-sweep-converted",
     "converted (default), scorers' rate": f"{RESULTS}/glue/rate-sweep-converted-positions",
+    "converted (default) again, on another CPU model": f"{RESULTS}/glue/rate-sweep-converted-rerun",
 }
 
 
