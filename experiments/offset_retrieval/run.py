@@ -42,11 +42,6 @@ from typing import Any
 DEFAULT_POSITIONS = (
     "absolute", "tisa", "rbf_linear", "alibi", "alibi_learned", "kerple_log", "t5", "fire",
 )
-# settings that define a run (a saved run is reused only when all of them match)
-RUN_SETTINGS = (
-    "size", "train_length", "eval_lengths", "offsets", "vocab_size", "steps", "batch_size",
-    "learning_rate", "tisa_learning_rate", "warmup", "eval_sequences",
-)
 
 
 def _saved_run(path: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
@@ -145,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.output_dir.is_file():
         raise SystemExit(f"--output-dir: {args.output_dir} is a file, expected a folder")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    settings = {k: getattr(args, k) for k in RUN_SETTINGS}
+    settings = {k: getattr(args, k) for k in task.RUN_SETTINGS}
 
     def run_once(position: str, seed: int, path: Path, run_settings: dict[str, Any],
                  save_model: bool = False) -> dict:

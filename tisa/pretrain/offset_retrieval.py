@@ -61,6 +61,13 @@ TISA_FAMILIES = ("rbf", "rbf_linear", "rbf_log", "rbf_logdist")
 # training steps per point of a run's ``train_loss_curve``
 CURVE_EVERY = 100
 
+#: the settings that define a run of ``experiments/offset_retrieval/run.py`` (a saved run is
+#: reused only when all of them match)
+RUN_SETTINGS = (
+    "size", "train_length", "eval_lengths", "offsets", "vocab_size", "steps", "batch_size",
+    "learning_rate", "tisa_learning_rate", "warmup", "eval_sequences",
+)
+
 
 def extrapolates(position: str) -> bool:
     """Whether a scheme can read sequences longer than its training length (an absolute
@@ -516,11 +523,9 @@ def summarise(
     }
 
 
-#: settings that folders trained apart must share to be compared run by run
-SHARED_SETTINGS = ("size", "train_length", "eval_lengths", "offsets", "vocab_size", "steps",
-                   "batch_size", "learning_rate", "tisa_learning_rate", "warmup",
-                   "eval_sequences", "seeds", "positional_lr_sweep", "sweep_seed",
-                   "sweep_steps")
+#: settings that folders trained apart must share to be compared run by run: those that
+#: define a run, and how the runs' seeds and positional rates were chosen
+SHARED_SETTINGS = RUN_SETTINGS + ("seeds", "positional_lr_sweep", "sweep_seed", "sweep_steps")
 
 
 def merge_folders(
