@@ -439,6 +439,33 @@ def test_far_ramp_changes_only_offsets_beyond_it(name):
     )
 
 
+def test_near_table_adds_free_values_on_short_offsets_only():
+    torch.manual_seed(0)
+    plain = scoring.build("rbf", num_heads=3)
+    near = scoring.build(**{**plain.config(), "near_offsets": 4})
+    near.load_state_dict(plain.state_dict(), strict=False)
+    k = torch.arange(-300, 301)
+    assert torch.equal(near(k), plain(k))  # starts at 0: the same function
+    assert near.near.shape == (3, 9)
+    assert near.num_positional_parameters() == plain.num_positional_parameters() + 27
+    with torch.no_grad():
+        near.near.copy_(torch.arange(27.0).view(3, 9))
+    inside = k.abs() <= 4
+    assert torch.equal(near(k)[:, ~inside], plain(k)[:, ~inside])
+    torch.testing.assert_close(
+        near(k)[:, inside] - plain(k)[:, inside], torch.arange(27.0).view(3, 9)
+    )
+    near(k).sum().backward()
+    assert torch.equal(near.near.grad, torch.ones(3, 9))  # every short offset read once
+    back = scoring.build(**json.loads(json.dumps(near.config())))
+    back.load_state_dict(near.state_dict())
+    assert back.near_offsets == 4 and torch.equal(back(k), near(k))
+    zero = scoring.build("rbf", num_heads=2, near_offsets=0)
+    assert zero.near.shape == (2, 1)
+    with pytest.raises(ValueError, match="near_offsets"):
+        scoring.build("rbf", num_heads=2, near_offsets=-1)
+
+
 def test_build_rejects_unknown_options():
     with pytest.raises(ValueError, match=r"rbf_linear.*unknown option.*\['init_r1'\]"):
         scoring.build("rbf_linear", num_heads=2, init_r1=2.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -173,6 +174,13 @@ def test_command_line_defaults_are_the_configs():
     assert custom.distill == DistillSettings(steps=7, train="scoring")
     with pytest.raises(ValueError, match="fold_positions: expected an integer or 'none'"):
         parsed("m", "--fold-positions", "many")
+    assert parsed("m").near_offsets is None
+    assert parsed("m", "--near-offsets", "16").near_offsets == 16
+    assert parsed("m", "--near-offsets", "none").near_offsets is None
+    with pytest.raises(ValueError, match="near_offsets: expected an integer or 'none'"):
+        parsed("m", "--near-offsets", "near")
+    with pytest.raises(ValueError, match=r"near_offsets: 254 reaches beyond .* \(at most 253\)"):
+        parsed("m", "--near-offsets", "254")
     assert parsed("m").length_scale is None
     assert parsed("m", "--length-scale", "auto").length_scale == "auto"
     assert parsed("m", "--length-scale", "1024").length_scale == 1024
@@ -188,7 +196,7 @@ def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts
     args = ["convert", tiny_bert, "--output-dir", str(out), "--steps", "0", "--no-progress"]
     args += ["--fit-length", "32", "--fit-blocks", "2", "--eval-texts", "10", "--lengths", "128"]
     args += ["--length-scale", "auto"]  # log-n scaling past the longest distillation length
-    args += ["--num-kernels", "3"]
+    args += ["--num-kernels", "3", "--near-offsets", "2"]
     args += ["--train-file", texts[0], "--eval-file", texts[1], "--max-sts-pairs", "20"]
     if GLUE_DIR.is_dir():
         args += ["--glue-dir", str(GLUE_DIR)]
@@ -197,8 +205,9 @@ def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts
     assert metrics["distillation"] == []
     assert metrics["settings"]["distill"]["steps"] == 0
     assert metrics["positional_parameters"]["converted"]["absolute"] == 0
-    # 3 kernels of 3 parameters for each of 4 heads in 2 layers (the default 5 gives 120)
-    assert metrics["positional_parameters"]["converted"]["tisa"] == 2 * 4 * 3 * 3
+    # 3 kernels of 3 parameters and 5 near offsets for each of 4 heads in 2 layers
+    assert metrics["positional_parameters"]["converted"]["tisa"] == 2 * 4 * (3 * 3 + 5)
+    assert metrics["settings"]["near_offsets"] == 2
     assert metrics["environment"] == {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
@@ -212,7 +221,7 @@ def test_steps_zero_saves_the_fitted_model_without_distillation(tiny_bert, texts
     offsets = fit["original"]["offsets"]
     scorers = [s for _, s in tisa.hf.iter_scorers(AutoModel.from_pretrained(out / "model"))]
     assert len(scorers) == fit["fitted"].shape[0] == 2
-    assert all(scorer.num_kernels == 3 for scorer in scorers)
+    assert all(scorer.num_kernels == 3 and scorer.near_offsets == 2 for scorer in scorers)
     for layer, scorer in enumerate(scorers):
         with torch.no_grad():
             values = scorer(offsets).double()
@@ -562,3 +571,14 @@ def test_logit_terms_split_a_difference_into_orthogonal_shares(converted, tmp_pa
     saved = json.loads((tmp_path / "terms" / "logit_terms.json").read_text())
     assert saved["provenance"]["command"] and saved["blocks"] == 3
     assert lt.main([str(tmp_path), "--no-progress"]) == 2  # not a conversion
+
+
+def test_settings_text_names_what_a_conversion_changed():
+    from tisa.convert.selection import settings_text
+
+    defaults = dataclasses.asdict(DistillSettings())
+    assert settings_text(defaults, num_kernels=5) == "defaults"
+    changed = {**defaults, "order_weight": 1.0}
+    assert settings_text(changed, num_kernels=10, near_offsets=32) == (
+        "num_kernels=10, near_offsets=32, order_weight=1"
+    )

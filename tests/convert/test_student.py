@@ -102,6 +102,35 @@ def test_fit_layers_moves_each_layer_towards_the_original(parts):
     assert first.fitted_layers == (0,) and torch.isnan(first.r2[1]).all()
 
 
+def test_a_near_table_takes_the_profile_exactly_on_short_offsets(parts):
+    """With ``near_offsets=K`` the fit writes the kernels of the default student and, on
+    [-K, K], what they miss: the student's profile there is the target up to the fitted
+    constant, and beyond it the kernels' alone."""
+    model, tok, lines = parts
+    blocks = text_blocks(tok, lines, length=32, count=4)
+    default = build_student(model)
+    plain = fit_layers(model, default, blocks, layers="first")
+    student = build_student(model, near_offsets=3)
+    fit = fit_layers(model, student, blocks, layers="first")
+    scorer = next(tisa.hf.iter_scorers(student))[1]
+    kernels = next(tisa.hf.iter_scorers(default))[1]
+    k = fit.original.offsets
+    inside = k.abs() <= 3
+    target, fitted = fit.target[0], fit.fitted[0]
+    # exact on [-K, K] up to one constant per head; the kernels' fit beyond
+    gap = (target - fitted)[:, inside]
+    torch.testing.assert_close(gap, gap[:, :1].expand_as(gap), rtol=0, atol=1e-9)
+    torch.testing.assert_close(fitted[:, ~inside], plain.fitted[0][:, ~inside])
+    torch.testing.assert_close(scorer(k).double(), fitted, rtol=0, atol=1e-5)
+    assert (fit.r2[0] >= plain.r2[0] - 1e-12).all()
+    # the kernels are the default student's; the near table is what they missed
+    for name in ("amplitude", "sharpness", "offset"):
+        assert torch.equal(getattr(scorer, name), getattr(kernels, name))
+    assert scorer.near.abs().sum() > 0 and kernels.near_offsets is None
+    with pytest.raises(ValueError, match="near_offsets: 40 reaches beyond"):
+        fit_layers(model, build_student(model, near_offsets=40), blocks, layers="first")
+
+
 def test_bad_students(parts):
     model, tok, lines = parts
     blocks = text_blocks(tok, lines, length=16, count=2)

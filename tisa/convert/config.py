@@ -81,16 +81,20 @@ class DistillSettings:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
 
 
-def _optional_int(value: int | str | None) -> int | None:
-    """``--fold-positions``: a number, or ``none``."""
-    if value is None or isinstance(value, int):
-        return value
-    if value.strip().lower() == "none":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"fold_positions: expected an integer or 'none', got {value!r}") from None
+def _optional_int(name: str):
+    """The ``parse`` of an ``--option N|none``: a number, or ``none`` for None."""
+
+    def parse(value: int | str | None) -> int | None:
+        if value is None or isinstance(value, int):
+            return value
+        if value.strip().lower() == "none":
+            return None
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"{name}: expected an integer or 'none', got {value!r}") from None
+
+    return parse
 
 
 def _length_scale(value: int | str | None) -> int | str | None:
@@ -117,6 +121,10 @@ class ConvertConfig:
             (BERT, RoBERTa, ALBERT, ELECTRA).
         output_dir: the run folder.
         num_kernels: RBF kernels per head S.
+        near_offsets: K: every scorer also gets a free value per head and offset in
+            [-K, K], set by the fit to what the kernels miss there (the measured profile
+            exactly) and distilled with them; None (the default): kernels only. Beyond
+            +-K, and so at any length past the original's, the scorers are the kernels.
         fit_layers: which layers' scorers are fitted before distillation: ``"all"``
             (each layer to its own measured positional term), ``"first"`` (layer 1; the
             rest start at zero) or ``"none"``.
@@ -148,9 +156,18 @@ class ConvertConfig:
     model: str = field(metadata={"cli": {"positional": True}})
     output_dir: str = "runs/convert"
     num_kernels: int = 5
+    near_offsets: int | None = field(
+        default=None,
+        metadata={
+            "cli": {"type": str, "parse": _optional_int("near_offsets"), "metavar": "K|none"}
+        },
+    )
     fit_layers: Literal["all", "first", "none"] = "all"
     fold_positions: int | None = field(
-        default=128, metadata={"cli": {"type": str, "parse": _optional_int, "metavar": "N|none"}}
+        default=128,
+        metadata={
+            "cli": {"type": str, "parse": _optional_int("fold_positions"), "metavar": "N|none"}
+        },
     )
     fit_length: int = 256
     fit_blocks: int = 16
@@ -174,6 +191,12 @@ class ConvertConfig:
         if not isinstance(self.model, str) or not self.model:
             raise ValueError(f"model: expected a model id or folder, got {self.model!r}")
         check_int(self.num_kernels, "num_kernels")
+        check_int(self.near_offsets, "near_offsets", minimum=0, optional=True)
+        if self.near_offsets is not None and self.near_offsets > self.fit_length - 3:
+            raise ValueError(
+                f"near_offsets: {self.near_offsets} reaches beyond the offsets measured in "
+                f"blocks of fit_length {self.fit_length} (at most {self.fit_length - 3})"
+            )
         if self.fit_layers not in ("all", "first", "none"):
             raise ValueError(f"fit_layers: expected all, first or none, got {self.fit_layers!r}")
         check_int(self.fold_positions, "fold_positions", optional=True)

@@ -231,12 +231,15 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
         fold_positions=config.fold_positions,
         length_scale=settings.max_length if config.length_scale == "auto" else config.length_scale,
         num_kernels=config.num_kernels,
+        near_offsets=config.near_offsets,
     )
     fit_path = out / "fit.pt"
     fit_settings = {
         k: getattr(config, k)
         for k in ("model", "num_kernels", "fit_layers", "fold_positions", "fit_length")
     } | {"fit_blocks": config.fit_blocks}
+    if config.near_offsets is not None:  # absent by default: older fit.pt files stay reusable
+        fit_settings["near_offsets"] = config.near_offsets
     saved = _load_fit(fit_path, fit_settings)
     if saved is None:
         blocks = text_blocks(tokenizer, train, length=config.fit_length, count=config.fit_blocks)
@@ -341,8 +344,11 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
         },
         "positions": limit,
         # the weights repeat bit for bit only with the same torch build, threads and CPU
-        "environment": {"torch": torch.__version__, "threads": torch.get_num_threads(),
-                        "cpu": cpu_model()},
+        "environment": {
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "cpu": cpu_model(),
+        },
         # the weights stay out of a results folder; their digest says which ones these are
         "weights_sha256": sha256_file(out / "model" / "model.safetensors"),
     }

@@ -200,6 +200,7 @@ def measure(
             {
                 "run": Path(run).name,
                 "num_kernels": settings.get("num_kernels"),
+                "near_offsets": settings.get("near_offsets"),
                 "distill": settings.get("distill", {}),
                 "weights_sha256": sha256_file(weights) if weights.is_file() else None,
                 "sts_spearman": s["sts_spearman"],
@@ -259,11 +260,15 @@ def choose(runs: Sequence[dict[str, Any]]) -> str:
     return best["run"]
 
 
-def settings_text(distill: dict[str, Any], *, num_kernels: int | None = None) -> str:
+def settings_text(
+    distill: dict[str, Any], *, num_kernels: int | None = None, near_offsets: int | None = None
+) -> str:
     """What a conversion changed from the defaults, e.g. ``order_weight=1`` or
-    ``num_kernels=10``: its kernels per head and its distillation settings."""
+    ``num_kernels=10``: its scorers (kernels per head, a free table over short offsets)
+    and its distillation settings."""
     default = asdict(DistillSettings())
     changed = [] if num_kernels in (None, NUM_KERNELS) else [f"num_kernels={num_kernels}"]
+    changed += [] if near_offsets is None else [f"near_offsets={near_offsets}"]
     changed += [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                 for k, v in distill.items() if k in default and default[k] != v]
     return ", ".join(changed) or "defaults"
@@ -286,7 +291,11 @@ def markdown(result: dict[str, Any]) -> str:
         rows.append(
             [
                 r["run"] + (" (chosen)" if r["run"] == result["chosen"] else ""),
-                settings_text(r["distill"], num_kernels=r.get("num_kernels")),
+                settings_text(
+                    r["distill"],
+                    num_kernels=r.get("num_kernels"),
+                    near_offsets=r.get("near_offsets"),
+                ),
                 f"{r['sts_spearman']:.4f}",
                 f"{r['sts_relative']:.3f}",
                 f"{1000 * r['sts_difference']:+.1f} {interval(r['sts_interval95'], 1000)}",

@@ -13,7 +13,9 @@ Two steps:
    of the layers below already in place, is fitted by S RBF kernels per head
    (:func:`tisa.convert.fit.fit_rbf`) and written into that layer's scorer. The
    difference, not the original's profile alone, is what the scorer must add: text
-   statistics make some distance dependence appear in the student's logits too.
+   statistics make some distance dependence appear in the student's logits too. A
+   student with a free table over short offsets (``near_offsets=K``) gets there what the
+   kernels miss, so its profile over [-K, K] is the measured one exactly.
    ``layers="first"`` fits only the first layer (deeper scorers stay at zero);
    ``layers="none"`` fits nothing.
 """
@@ -29,7 +31,7 @@ from torch import Tensor, nn
 
 import tisa.hf  # noqa: F401  (registers TISA models with the Auto classes)
 from tisa._validate import check_int
-from tisa.convert.fit import KernelFit, fit_rbf
+from tisa.convert.fit import KernelFit, fit_rbf, weighted_r2
 from tisa.convert.profiles import AttentionProfiles, attention_profiles
 from tisa.hf.architectures import position_embeddings
 
@@ -54,6 +56,7 @@ def build_student(
     fold_positions: int | None = 128,
     length_scale: int | None = None,
     num_kernels: int = 5,
+    near_offsets: int | None = None,
 ) -> nn.Module:
     """A TISA copy of ``original`` without absolute positions, scorers at zero.
 
@@ -65,6 +68,8 @@ def build_student(
         length_scale: log-n scaling past N tokens (``tisa.hf.TisaSettings.length_scale``);
             None: none.
         num_kernels: RBF kernels per head.
+        near_offsets: K: each scorer also gets a free value per head and offset in
+            [-K, K] (``RBFScoring(near_offsets=K)``); None: kernels only.
 
     Raises:
         ValueError: the model has no absolute position table or no token-type embeddings
@@ -87,6 +92,7 @@ def build_student(
         start="zero",
         length_scale=length_scale,
         num_kernels=check_int(num_kernels, "num_kernels"),
+        **({} if near_offsets is None else {"near_offsets": near_offsets}),
     )
     return student
 
@@ -98,8 +104,11 @@ class LayerFit:
     Attributes:
         original: profiles of the original model (every layer).
         target: (Y, H, K) what the scorers were fitted to (original minus student).
-        fitted: (Y, H, K) the fitted kernels at the same offsets (zero where not fitted).
-        r2: (Y, H) weighted R^2 of the kernels against the target (NaN where not fitted).
+        fitted: (Y, H, K) the fitted scorers at the same offsets, up to the constant the
+            softmax ignores: the kernels, plus the free table over short offsets where
+            the scorers have one (zero where not fitted).
+        r2: (Y, H) weighted R^2 of the fitted scorers against the target (NaN where not
+            fitted).
         fitted_layers: indices of the layers whose scorers were set.
     """
 
@@ -110,10 +119,26 @@ class LayerFit:
     fitted_layers: tuple[int, ...]
 
 
-def _set_scorer(scorer: nn.Module, fit: KernelFit) -> None:
+def _set_scorer(scorer: nn.Module, fit: KernelFit, target: Tensor, offsets: Tensor) -> Tensor:
+    """Writes the kernels of ``fit`` into ``scorer`` and, where it has a free table over
+    short offsets, the part of ``target`` (H, K) the kernels miss there; returns the
+    scorer's profile at ``offsets``, up to the fitted constant."""
     with torch.no_grad():
         for name in ("amplitude", "sharpness", "offset"):
             getattr(scorer, name).copy_(getattr(fit, name).to(getattr(scorer, name)))
+        fitted = fit.values(offsets) - fit.constant[:, None]
+        reach = getattr(scorer, "near_offsets", None)
+        if reach is not None:
+            inside = offsets.abs() <= reach
+            if int(inside.sum()) != 2 * reach + 1:
+                raise ValueError(
+                    f"near_offsets: {reach} reaches beyond the measured offsets "
+                    f"({int(offsets.min())} .. {int(offsets.max())}); lower it or raise fit_length"
+                )
+            miss = (target - fit.values(offsets))[:, inside]  # offsets in ascending order
+            scorer.near.copy_(miss.to(scorer.near))
+            fitted[:, inside] += miss
+    return fitted
 
 
 def fit_layers(
@@ -160,10 +185,10 @@ def fit_layers(
             num_kernels=scorers[layer].num_kernels,
             max_iter=max_iter,
         )
-        _set_scorer(scorers[layer], fit)
-        fitted[layer] = fit.values(reference.offsets) - fit.constant[:, None]
-        # R^2 of the kernels alone up to a constant, which the softmax ignores
-        r2[layer] = fit.r2
+        fitted[layer] = _set_scorer(scorers[layer], fit, target[layer], reference.offsets)
+        # R^2 of the scorer up to a constant, which the softmax ignores
+        weights = reference.count.double()
+        r2[layer] = weighted_r2(target[layer], fitted[layer] + fit.constant[:, None], weights)
     return LayerFit(
         original=reference, target=target, fitted=fitted, r2=r2, fitted_layers=tuple(todo)
     )

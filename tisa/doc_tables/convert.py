@@ -170,7 +170,11 @@ def convert_variant_runs(root: Path) -> str:
             values = [c[key] for c in curve[part] if key in c]
             return f"{sum(values) / len(values):.3f}" if values else "-"
 
-        settings = settings_text(m["settings"]["distill"], num_kernels=m["settings"]["num_kernels"])
+        settings = settings_text(
+            m["settings"]["distill"],
+            num_kernels=m["settings"]["num_kernels"],
+            near_offsets=m["settings"].get("near_offsets"),
+        )
         rows.append([
             settings, grouped(m["positional_parameters"]["converted"]["total"]),
             f"{m['fit']['r2_median']:.2f}", mean("order", slice(0, 50)),

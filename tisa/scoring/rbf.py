@@ -1,5 +1,6 @@
 """The paper's RBF scoring function (``rbf``) and the Gaussian kernels it shares with the
-kernel-plus-tail families (:mod:`tisa.scoring.tails`), with the optional far ramp."""
+kernel-plus-tail families (:mod:`tisa.scoring.tails`), with the optional far ramp and free
+table over short offsets."""
 
 from __future__ import annotations
 
@@ -82,6 +83,18 @@ def far_ramp(offsets: Tensor, far_offset: int, far_slope: float) -> Tensor:
     return -far_slope * excess
 
 
+def near_values(near: Tensor, offsets: Tensor) -> Tensor:
+    """A free table over short offsets, read at ``offsets``: (H, N).
+
+    ``near`` is (H, 2K + 1), column ``k + K`` holding offset k; offsets beyond +-K read 0.
+    """
+    reach = (near.shape[-1] - 1) // 2
+    k = offsets.long()
+    inside = k.abs() <= reach
+    values = near[:, (k + reach).clamp(0, 2 * reach)]  # (H, N)
+    return values * inside.to(values.dtype)
+
+
 @register("rbf")
 class RBFScoring(ScoringFunction):
     """Sum of S radial-basis kernels per head (Wennberg & Henter, 2021).
@@ -100,6 +113,13 @@ class RBFScoring(ScoringFunction):
     ``far_offset=K`` (default None: off) adds :func:`far_ramp`,
     ``-far_slope * max(|k| - K, 0)``, for evaluation beyond the training length; no
     parameters, and nothing changes on |k| <= K.
+
+    ``near_offsets=K`` (default None: off) adds a free value per head and offset in
+    [-K, K] to the kernels, ``near`` (H, 2K + 1), starting at 0 (the scorer's function
+    does not change until it trains); offsets beyond +-K get none, so the function far
+    away, and at any length, is the kernels' alone. It gives a scorer an exact profile
+    over short offsets (a model converted by ``tisa convert --near-offsets K`` gets the
+    part of each measured profile the kernels miss there).
     """
 
     symmetric = False
@@ -118,9 +138,11 @@ class RBFScoring(ScoringFunction):
         offset_range: float | None = None,
         far_offset: int | None = None,
         far_slope: float = 1.0,
+        near_offsets: int | None = None,
     ) -> None:
         super().__init__(num_heads=num_heads)
         self.num_kernels = check_int(num_kernels, "num_kernels (S)")
+        self.near_offsets = check_int(near_offsets, "near_offsets", minimum=0, optional=True)
         self.init = kernel_init(
             amplitude_mean=amplitude_mean,
             amplitude_std=amplitude_std,
@@ -135,14 +157,21 @@ class RBFScoring(ScoringFunction):
         self.amplitude = nn.Parameter(torch.empty(shape))
         self.sharpness = nn.Parameter(torch.empty(shape))
         self.offset = nn.Parameter(torch.empty(shape))
+        if self.near_offsets is not None:
+            self.near = nn.Parameter(torch.zeros(self.num_heads, 2 * self.near_offsets + 1))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         reset_kernels(self.amplitude, self.sharpness, self.offset, self.init)
+        if self.near_offsets is not None:
+            with torch.no_grad():
+                self.near.zero_()
 
     def score(self, offsets: Tensor) -> Tensor:
         k = offsets.to(self.amplitude.dtype)  # (N,)
         out = kernel_sum(k, self.amplitude, self.sharpness, self.offset)  # (H, N)
+        if self.near_offsets is not None:
+            out = out + near_values(self.near, offsets)
         if self.far_offset is not None:
             out = out + far_ramp(k, self.far_offset, self.far_slope)[None, :]
         return out
@@ -154,4 +183,5 @@ class RBFScoring(ScoringFunction):
             **self.init,
             "far_offset": self.far_offset,
             "far_slope": self.far_slope,
+            "near_offsets": self.near_offsets,
         }
