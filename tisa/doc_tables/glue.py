@@ -243,6 +243,8 @@ RATE_SWEEPS = {
 #: the same sweeps on the three tasks of the TISA settings' sweep (CoLA, MRPC, STS-B)
 RATE_SWEEPS_3_TASKS = {
     "original": f"{RESULTS}/glue/rate-sweep-original-3-tasks",
+    "converted (default) again, on another CPU model":
+        f"{RESULTS}/glue/rate-sweep-converted-3-tasks",
 }
 
 
