@@ -204,3 +204,90 @@ def convert_logit_terms(root: Path) -> str:
     prov = data.get("provenance") or {}
     return (logit_terms_markdown(data) + f"\ncommit `{(prov.get('commit') or '')[:12]}`, "
             f"`{prov.get('command')}`\n")
+
+
+CONVERT_SELECTION_NEAR = f"{RESULTS}/convert/minilm/near-32/selection.json"
+
+
+@table("convert-selection-near", CONVERT_SELECTION_NEAR)
+def convert_selection_near(root: Path) -> str:
+    """The default conversion and ones with a free table over short offsets
+    (``--near-offsets``), made on one CPU and scored on the held-out data."""
+    data = read_json(root, CONVERT_SELECTION_NEAR)
+    prov = data.get("provenance") or {}
+    weights = ", ".join(
+        f"{r['run']} `{(r.get('weights_sha256') or 'not recorded')[:12]}...`"
+        for r in data["runs"]
+    )
+    return (
+        selection_markdown(data)
+        + f"\nweights: {weights}; commit `{(prov.get('commit') or '')[:12]}` on "
+        f"{prov.get('cpu')}, `{prov.get('command')}`\n"
+    )
+
+
+CONVERT_LOGIT_TERMS_NEAR = f"{RESULTS}/convert/minilm/near-32/logit_terms.json"
+
+
+@table("convert-logit-terms-near", CONVERT_LOGIT_TERMS_NEAR)
+def convert_logit_terms_near(root: Path) -> str:
+    """What the default conversion and one with a free table over short offsets miss in
+    the attention logits, both made on one CPU."""
+    data = read_json(root, CONVERT_LOGIT_TERMS_NEAR)
+    prov = data.get("provenance") or {}
+    return (
+        logit_terms_markdown(data)
+        + f"\ncommit `{(prov.get('commit') or '')[:12]}` on {prov.get('cpu')}, "
+        f"`{prov.get('command')}`\n"
+    )
+
+
+#: conversions made on one CPU model to compare the free table over short offsets with
+#: the default: (label, metrics.json)
+CONVERT_NEAR_RUNS = (
+    ("defaults", f"{RESULTS}/convert/minilm/rerun/metrics.json"),
+    ("near_offsets=32", f"{RESULTS}/convert/minilm/near-32/metrics.json"),
+)
+
+
+@table("convert-near-runs", *(path for _, path in CONVERT_NEAR_RUNS))
+def convert_near_runs(root: Path) -> str:
+    """The default conversion and one with a free table over short offsets, made on one
+    CPU: the fit, STS-B dev (read once, after the choice), the fidelity and the agreement
+    with the original's 512-token chunks on longer inputs."""
+    rows, lengths = [], None
+    for label, path in CONVERT_NEAR_RUNS:
+        m = read_json(root, path)
+        points = {p["length"]: p["agreement"] for p in m["lengths"] if p["length"] > 512}
+        if lengths is not None and sorted(points) != lengths:
+            raise ValueError(f"{path}: other input lengths than the table's first run")
+        lengths = sorted(points)
+        prov = m.get("provenance") or {}
+        rows.append(
+            [
+                label,
+                f"{m['settings']['distill']['seed']}",
+                f"{prov.get('cpu')}, {m['environment']['threads']} threads",
+                grouped(m["positional_parameters"]["converted"]["total"]),
+                f"{m['fit']['r2_median']:.2f}",
+                f"{m['converted']['sts_spearman']:.4f} ({100 * m['sts_relative']:.1f}%)",
+                f"{m['converted']['fidelity']['mean']:.4f}",
+                *(f"{points[n]:.3f}" for n in lengths),
+                f"`{m['weights_sha256'][:12]}`",
+            ]
+        )
+    return markdown_table(
+        [
+            "conversion",
+            "seed",
+            "CPU",
+            "positional parameters",
+            "fit: median R²",
+            "STS-B dev Spearman (of the original's)",
+            "fidelity: cosine to the original",
+            *(f"agreement at {grouped(n)} tokens" for n in lengths or []),
+            "weights (SHA-256)",
+        ],
+        rows,
+        align="lrlrrrr" + "r" * len(lengths or []) + "l",
+    )
