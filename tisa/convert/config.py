@@ -123,8 +123,9 @@ class ConvertConfig:
         num_kernels: RBF kernels per head S.
         near_offsets: K: every scorer also gets a free value per head and offset in
             [-K, K], set by the fit to what the kernels miss there (the measured profile
-            exactly) and distilled with them; None (the default): kernels only. Beyond
-            +-K, and so at any length past the original's, the scorers are the kernels.
+            exactly) and distilled with them; None (the default): kernels only. At
+            offsets beyond +-K (every offset past the original's table among them) the
+            scorers are the kernels alone.
         fit_layers: which layers' scorers are fitted before distillation: ``"all"``
             (each layer to its own measured positional term), ``"first"`` (layer 1; the
             rest start at zero) or ``"none"``.
@@ -191,16 +192,16 @@ class ConvertConfig:
         if not isinstance(self.model, str) or not self.model:
             raise ValueError(f"model: expected a model id or folder, got {self.model!r}")
         check_int(self.num_kernels, "num_kernels")
+        if self.fit_layers not in ("all", "first", "none"):
+            raise ValueError(f"fit_layers: expected all, first or none, got {self.fit_layers!r}")
+        check_int(self.fold_positions, "fold_positions", optional=True)
+        check_int(self.fit_length, "fit_length", minimum=8)
         check_int(self.near_offsets, "near_offsets", minimum=0, optional=True)
         if self.near_offsets is not None and self.near_offsets > self.fit_length - 3:
             raise ValueError(
                 f"near_offsets: {self.near_offsets} reaches beyond the offsets measured in "
                 f"blocks of fit_length {self.fit_length} (at most {self.fit_length - 3})"
             )
-        if self.fit_layers not in ("all", "first", "none"):
-            raise ValueError(f"fit_layers: expected all, first or none, got {self.fit_layers!r}")
-        check_int(self.fold_positions, "fold_positions", optional=True)
-        check_int(self.fit_length, "fit_length", minimum=8)
         check_int(self.fit_blocks, "fit_blocks")
         check_int(self.eval_texts, "eval_texts")
         object.__setattr__(self, "length_scale", _length_scale(self.length_scale))

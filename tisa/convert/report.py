@@ -89,7 +89,7 @@ def profile_grid(fit: LayerFit, *, max_offset: int = 64) -> Figure:
             ax.axvline(0, color="0.8", lw=0.5)
     fig.suptitle(
         "positional term of the attention logits per layer and head: measured (grey) and "
-        f"fitted RBF kernels (red), offsets |k| <= {max_offset}",
+        f"fitted scorers (red), offsets |k| <= {max_offset}",
         fontsize=9,
     )
     return fig
@@ -182,7 +182,7 @@ def write_convert_report(path: str | Path, metrics: dict[str, Any], fit: LayerFi
         Section(
             "Fitted profiles",
             paragraphs=[
-                f"R² of the kernels per head: median {np.nanmedian(r2):.3f}, "
+                f"R² of the fitted scorers per head: median {np.nanmedian(r2):.3f}, "
                 f"min {np.nanmin(r2):.3f} (layers fitted: "
                 f"{', '.join(str(i + 1) for i in metrics['fit']['fitted_layers']) or 'none'})."
             ],

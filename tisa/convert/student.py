@@ -129,12 +129,7 @@ def _set_scorer(scorer: nn.Module, fit: KernelFit, target: Tensor, offsets: Tens
         fitted = fit.values(offsets) - fit.constant[:, None]
         reach = getattr(scorer, "near_offsets", None)
         if reach is not None:
-            inside = offsets.abs() <= reach
-            if int(inside.sum()) != 2 * reach + 1:
-                raise ValueError(
-                    f"near_offsets: {reach} reaches beyond the measured offsets "
-                    f"({int(offsets.min())} .. {int(offsets.max())}); lower it or raise fit_length"
-                )
+            inside = offsets.abs() <= reach  # every one is there (checked by fit_layers)
             miss = (target - fit.values(offsets))[:, inside]  # offsets in ascending order
             scorer.near.copy_(miss.to(scorer.near))
             fitted[:, inside] += miss
@@ -165,6 +160,13 @@ def fit_layers(
     scorers = [s for _, s in tisa.hf.iter_scorers(student)]
     if not scorers or any(getattr(s, "family", "") != "rbf" for s in scorers):
         raise ValueError("student: expected RBF scorers in every layer (build_student)")
+    reach = max((getattr(s, "near_offsets", None) or 0) for s in scorers)
+    if reach > blocks.shape[1] - 3:
+        raise ValueError(
+            f"near_offsets: {reach} reaches beyond the offsets that blocks of "
+            f"{blocks.shape[1]} tokens measure (at most {blocks.shape[1] - 3}); lower it or "
+            "use longer blocks"
+        )
     if len({id(s) for s in scorers}) != len(scorers):
         raise ValueError("student: scorers shared across layers cannot be fitted per layer")
     reference = attention_profiles(original, blocks, batch_size=batch_size)

@@ -116,10 +116,10 @@ class RBFScoring(ScoringFunction):
 
     ``near_offsets=K`` (default None: off) adds a free value per head and offset in
     [-K, K] to the kernels, ``near`` (H, 2K + 1), starting at 0 (the scorer's function
-    does not change until it trains); offsets beyond +-K get none, so the function far
-    away, and at any length, is the kernels' alone. It gives a scorer an exact profile
-    over short offsets (a model converted by ``tisa convert --near-offsets K`` gets the
-    part of each measured profile the kernels miss there).
+    does not change until it trains); offsets beyond +-K get none, so at those offsets,
+    whatever the input length, the function is the kernels' alone. It gives a scorer an
+    exact profile over short offsets (a model converted by ``tisa convert --near-offsets
+    K`` gets the part of each measured profile the kernels miss there).
     """
 
     symmetric = False
@@ -183,5 +183,6 @@ class RBFScoring(ScoringFunction):
             **self.init,
             "far_offset": self.far_offset,
             "far_slope": self.far_slope,
-            "near_offsets": self.near_offsets,
+            # only when set: a model saved without it loads where the option is unknown
+            **({} if self.near_offsets is None else {"near_offsets": self.near_offsets}),
         }
