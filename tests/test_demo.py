@@ -136,7 +136,7 @@ def test_demo_refuses_a_pretraining_run_made_with_other_settings(tmp_path, monke
 
 
 @pytest.mark.slow
-def test_demo_console_offline_is_short_and_says_why_glue_is_skipped(tmp_path):
+def test_demo_console_offline_is_short_and_says_why_glue_is_skipped(tmp_path, monkeypatch):
     """The demo from a folder without GLUE data, offline: under 60 lines, no warning, no
     raw log, no traceback, and one line saying why the GLUE step is skipped."""
     import os
@@ -144,6 +144,13 @@ def test_demo_console_offline_is_short_and_says_why_glue_is_skipped(tmp_path):
     import subprocess
     import sys
     from pathlib import Path
+
+    from tisa.data.glue import find_glue_dir
+
+    monkeypatch.delenv("GLUE_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    if find_glue_dir() is not None:  # e.g. a shared/ folder beside the temporary folders
+        pytest.skip(f"GLUE data is reachable from {tmp_path}: {find_glue_dir()}")
 
     repo = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=str(repo), HF_HUB_OFFLINE="1")
