@@ -207,13 +207,13 @@ def convert_logit_terms(root: Path) -> str:
 
 
 CONVERT_SELECTION_NEAR = f"{RESULTS}/convert/minilm/near-32/selection.json"
+CONVERT_SELECTION_NEAR_SEED_1 = f"{RESULTS}/convert/minilm/near-32/seed-1/selection.json"
 
 
-@table("convert-selection-near", CONVERT_SELECTION_NEAR)
-def convert_selection_near(root: Path) -> str:
-    """The default conversion and ones with a free table over short offsets
-    (``--near-offsets``), made on one CPU and scored on the held-out data."""
-    data = read_json(root, CONVERT_SELECTION_NEAR)
+def _selection_with_weights(root: Path, path: str) -> str:
+    """A selection table (:mod:`tisa.convert.selection`) with every run's weights and where
+    the selection ran."""
+    data = read_json(root, path)
     prov = data.get("provenance") or {}
     weights = ", ".join(
         f"{r['run']} `{(r.get('weights_sha256') or 'not recorded')[:12]}...`"
@@ -223,6 +223,60 @@ def convert_selection_near(root: Path) -> str:
         selection_markdown(data)
         + f"\nweights: {weights}; commit `{(prov.get('commit') or '')[:12]}` on "
         f"{prov.get('cpu')}, `{prov.get('command')}`\n"
+    )
+
+
+@table("convert-selection-near", CONVERT_SELECTION_NEAR)
+def convert_selection_near(root: Path) -> str:
+    """The default conversion and one with a free table over short offsets
+    (``--near-offsets``), made on one CPU and scored on the held-out data."""
+    return _selection_with_weights(root, CONVERT_SELECTION_NEAR)
+
+
+@table("convert-selection-near-seed-1", CONVERT_SELECTION_NEAR_SEED_1)
+def convert_selection_near_seed_1(root: Path) -> str:
+    """The same two conversions with distillation seed 1, scored the same way."""
+    return _selection_with_weights(root, CONVERT_SELECTION_NEAR_SEED_1)
+
+
+@table("convert-near-seeds", CONVERT_SELECTION_NEAR, CONVERT_SELECTION_NEAR_SEED_1)
+def convert_near_seeds(root: Path) -> str:
+    """The free table over short offsets minus the default, seed by seed, on the held-out
+    data: STS-B (share of the original's), the CoLA probe and word-order sensitivity."""
+    rows = []
+    for path in (CONVERT_SELECTION_NEAR, CONVERT_SELECTION_NEAR_SEED_1):
+        data = read_json(root, path)
+        if len(data["runs"]) != 2:
+            raise ValueError(f"{path}: expected two runs, the default and near_offsets")
+        default, near = data["runs"]
+        if default.get("near_offsets") is not None or near.get("near_offsets") is None:
+            raise ValueError(f"{path}: expected the default first, then near_offsets")
+        seed = near["distill"].get("seed")
+        if default["distill"].get("seed") != seed:
+            raise ValueError(f"{path}: the two runs have other distillation seeds")
+        rows.append(
+            [
+                f"{seed}",
+                f"{default['sts_relative']:.3f} / {near['sts_relative']:.3f}",
+                f"{near['sts_relative'] - default['sts_relative']:+.3f}",
+                f"{100 * default['cola_mcc']:.1f} / {100 * near['cola_mcc']:.1f}",
+                f"{100 * (near['cola_mcc'] - default['cola_mcc']):+.1f}",
+                f"{default['order_ratio']['swap']:.2f} / {near['order_ratio']['swap']:.2f}",
+                f"{default['order_ratio']['shuffle']:.2f} / {near['order_ratio']['shuffle']:.2f}",
+            ]
+        )
+    return markdown_table(
+        [
+            "distillation seed",
+            "held-out STS-B, of the original's: default / near",
+            "near - default",
+            "CoLA probe MCC x100: default / near",
+            "near - default",
+            "swap sensitivity / original's",
+            "shuffle / original's",
+        ],
+        rows,
+        align="lrrrrrr",
     )
 
 
@@ -247,6 +301,8 @@ def convert_logit_terms_near(root: Path) -> str:
 CONVERT_NEAR_RUNS = (
     ("defaults", f"{RESULTS}/convert/minilm/rerun/metrics.json"),
     ("near_offsets=32", f"{RESULTS}/convert/minilm/near-32/metrics.json"),
+    ("defaults", f"{RESULTS}/convert/minilm/near-32/seed-1/defaults/metrics.json"),
+    ("near_offsets=32", f"{RESULTS}/convert/minilm/near-32/seed-1/near-32/metrics.json"),
 )
 
 
