@@ -126,11 +126,12 @@ def _set_scorer(scorer: nn.Module, fit: KernelFit, target: Tensor, offsets: Tens
     with torch.no_grad():
         for name in ("amplitude", "sharpness", "offset"):
             getattr(scorer, name).copy_(getattr(fit, name).to(getattr(scorer, name)))
-        fitted = fit.values(offsets) - fit.constant[:, None]
+        values = fit.values(offsets)  # kernels plus the fitted constant
+        fitted = values - fit.constant[:, None]
         reach = getattr(scorer, "near_offsets", None)
         if reach is not None:
             inside = offsets.abs() <= reach  # every one is there (checked by fit_layers)
-            miss = (target - fit.values(offsets))[:, inside]  # offsets in ascending order
+            miss = (target - values)[:, inside]  # offsets in ascending order
             scorer.near.copy_(miss.to(scorer.near))
             fitted[:, inside] += miss
     return fitted
