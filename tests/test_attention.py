@@ -720,3 +720,43 @@ def test_sdpa_trains_on_transposed_inputs_like_eager(monkeypatch, plan, masked):
         torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-4)
     for t, grad in zip(leaves, grads["sdpa"][1:4]):
         assert grad.stride() == t.stride()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("padded", [False, True])
+def test_a_window_reads_only_the_keys_in_reach(causal, padded):
+    """A windowed table (-inf beyond +-W) on the sdpa backend: in blocks of rows that each
+    read only the keys their window reaches (no block as wide as all keys), with the eager
+    backend's result, padding and rows whose window holds only padding included."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from tisa.attention import sdpa as sdpa_module
+
+    b, h, length, w = 2, 3, 600, 20
+    q, k, v = make_inputs(b, h, length, length, 8)
+    windowed = scoring.WindowedOffsets(sharp_rbf(h), w)
+    keep = padding_mask(b, length)[:, None, None, :] if padded else None
+    tab = bias.table(windowed, length)
+    band = sdpa_module._band(tab, length)
+    assert band == (length - 1 - w, length - 1 + w)
+    plan = sdpa_module._band_plan(q, band, sdpa_module._block_plan(q, k, v, None))
+    assert plan.rows < length  # several blocks of rows
+
+    class Widest(TorchDispatchMode):
+        widest = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default:
+                Widest.widest = max(Widest.widest, args[1].shape[-2])
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad(), Widest():
+        got = attention(q, k, v, windowed, mask=keep, causal=causal, backend="sdpa")
+    assert 0 < Widest.widest <= plan.rows + 2 * w
+    with torch.no_grad():
+        expected = attention(q, k, v, windowed, mask=keep, causal=causal, backend="eager")
+        unwindowed = attention(q, k, v, windowed.scorer, mask=keep, causal=causal)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+    assert (got - unwindowed).abs().max() > 1e-2  # the window changes the output
+    if padded:  # sequence 0 is padded from 400 on: queries past 420 see only padding
+        assert (got[0, :, 421:] == 0).all()

@@ -286,3 +286,28 @@ def test_clipped_fire_with_the_query_normaliser_sees_no_query_past_k():
             torch.testing.assert_close(long[:, i, j], full[:, 6, 6 - min(abs(i - j), 6)])
     with pytest.raises(ValueError, match="clip_distance"):
         ClippedOffsets(scorer, 0)
+
+
+# ---------------------------------------------------------------------- windowed offsets
+
+
+@pytest.mark.parametrize("name", ["rbf", "rbf_linear", "fire_length"])
+def test_windowed_offsets_mask_every_offset_beyond_w(name):
+    from tisa.scoring import WindowedOffsets
+
+    scorer = _fire(normalizer="length") if name == "fire_length" else build(name, num_heads=3)
+    keys = list(scorer.state_dict())
+    windowed = WindowedOffsets.of(scorer, 4)
+    assert WindowedOffsets.of(scorer, 4) is windowed and list(scorer.state_dict()) == keys
+    k = torch.arange(-20, 21)
+    values = windowed(k)
+    torch.testing.assert_close(values[:, 16:25], scorer(k)[:, 16:25])  # |k| <= 4 kept
+    assert torch.isneginf(values[:, :16]).all() and torch.isneginf(values[:, 25:]).all()
+    assert windowed.config() == scorer.config() and windowed.family == scorer.family
+    assert [id(p) for p in windowed.parameters()] == [id(p) for p in scorer.parameters()]
+    dense = windowed.position_bias(6, 15)  # (H, 6, 15): queries at 9..14
+    far = (torch.arange(15)[None] - torch.arange(9, 15)[:, None]).abs() > 4
+    assert torch.isneginf(dense[:, far]).all()
+    torch.testing.assert_close(dense[:, ~far], scorer.position_bias(6, 15)[:, ~far])
+    with pytest.raises(ValueError, match="attention_window"):
+        WindowedOffsets(scorer, 0)

@@ -174,3 +174,71 @@ def test_clip_distance_decoding_with_a_cache_matches_the_full_pass(scoring):
         torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
         model.config.tisa["clip_distance"] = None
         assert (model(input_ids=ids).logits - full).abs().max() > 1e-4
+
+
+# ----------------------------------------------------------------------- attention window
+
+
+def test_attention_window_keeps_far_tokens_out_of_reach(tmp_path):
+    """With attention_window W, a token's output in an L-layer model does not depend on a
+    token further than L * W from it, on every implementation; inputs of up to W + 1
+    tokens are unchanged; the setting is saved only when set, and checked."""
+    from transformers import AutoModelForMaskedLM
+
+    def bert(**window):
+        config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+                            num_attention_heads=2, intermediate_size=20,
+                            max_position_embeddings=16)
+        torch.manual_seed(0)
+        return th.add_tisa(BertForMaskedLM(config), scoring="rbf", position_embeddings="remove",
+                           **window).eval()
+
+    windowed, full = bert(attention_window=3), bert()
+    assert "attention_window" not in full.config.tisa
+    ids = torch.randint(3, 50, (2, 40))
+    changed = ids.clone()
+    changed[:, -1] = (ids[:, -1] + 1 - 3) % 47 + 3  # the last token only
+    for implementation in ("tisa_eager", "tisa_sdpa"):
+        for model in (windowed, full):
+            model.set_attn_implementation(implementation)
+        with torch.no_grad():
+            a, b = windowed(input_ids=ids).logits, windowed(input_ids=changed).logits
+            # tokens 0 .. 32 are more than 2 * 3 from token 39
+            torch.testing.assert_close(a[:, :33], b[:, :33])
+            assert (a[:, 33:] - b[:, 33:]).abs().max() > 1e-4
+            full_a = full(input_ids=ids).logits
+            assert (full_a[:, :33] - full(input_ids=changed).logits[:, :33]).abs().max() > 1e-6
+            torch.testing.assert_close(  # up to W + 1 tokens every key is in the window
+                windowed(input_ids=ids[:, :4]).logits, full(input_ids=ids[:, :4]).logits)
+    windowed.save_pretrained(tmp_path)
+    assert AutoModelForMaskedLM.from_pretrained(tmp_path).config.tisa["attention_window"] == 3
+    for bad in (0, 2.5, True, "512"):
+        with pytest.raises(ValueError, match="attention_window must be None or a whole number"):
+            th.TisaSettings(attention_window=bad)
+    with pytest.raises(ValueError, match=r"\['attention_window'\] were given but scoring is None"):
+        th.TisaSettings(scoring=None, rotary=True, attention_window=3)
+    windowed.config.tisa["attention_window"] = 0  # changed by hand on a loaded model
+    with pytest.raises(ValueError, match=r"config.tisa\['attention_window'\] must be an integer"):
+        windowed(input_ids=ids)
+
+
+def test_attention_window_decoding_with_a_cache_matches_the_full_pass():
+    """A causal model with a window, token by token with a key/value cache: each new token
+    sees the W keys before it and itself, as in the pass over the whole sequence."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=40, n_embd=16, n_layer=2, n_head=2, n_positions=8)
+    model = th.add_tisa(GPT2LMHeadModel(config), scoring="rbf_linear",
+                        position_embeddings="remove", attention_window=3).eval()
+    ids = torch.randint(0, 40, (1, 12))
+    with torch.no_grad():
+        full = model(input_ids=ids).logits
+        cache, steps = None, []
+        for t in range(12):
+            out = model(input_ids=ids[:, t:t + 1], cache=cache, use_cache=True)
+            cache = out.cache
+            steps.append(out.logits)
+        torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+        model.config.tisa["attention_window"] = None
+        assert (model(input_ids=ids).logits - full).abs().max() > 1e-4

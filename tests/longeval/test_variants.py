@@ -68,13 +68,30 @@ def test_the_window_changes_what_a_long_document_embeds(tiny_tisa, tmp_path):
         assert not torch.allclose(a(long).last_hidden_state, b(long).last_hidden_state, atol=1e-3)
 
 
+def test_a_hard_window_is_a_setting_of_the_copy(tiny_tisa, tmp_path):
+    """attention_window=W reaches the model's config.tisa, and with it the model: a long
+    input embeds otherwise, a short one (every key within +-W) as before."""
+    import torch
+    from transformers import AutoModel
+
+    window = variants.variant_folder(Path(tiny_tisa), tmp_path / "w", variants.parse_variant(
+        "w=attention_window=6"))
+    assert json.loads((window / "config.json").read_text())["tisa"]["attention_window"] == 6
+    a, b = AutoModel.from_pretrained(tiny_tisa).eval(), AutoModel.from_pretrained(window).eval()
+    short, long = torch.arange(5, 12)[None], torch.arange(5, 69)[None]
+    with torch.no_grad():
+        assert torch.allclose(a(short).last_hidden_state, b(short).last_hidden_state, atol=1e-6)
+        assert not torch.allclose(a(long).last_hidden_state, b(long).last_hidden_state, atol=1e-3)
+
+
 @pytest.mark.parametrize("spec, message", [
     ("x=length_scale=1", "length_scale"),
     ("x=far_offset=-1", "far_offset"),
     ("x=far_slope=0", "far_slope"),
     ("x=far_slope=none", "far_slope"),
     ("x=far_offset=wide", "expected an integer"),
-    ("x=depth=3", "KEY one of length_scale, far_offset, far_slope"),
+    ("x=attention_window=0", "attention_window"),
+    ("x=depth=3", "KEY one of length_scale, attention_window, far_offset, far_slope"),
     ("=length_scale=4", "expected NAME"),
 ])
 def test_a_bad_variant_is_named(spec, message):

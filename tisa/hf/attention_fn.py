@@ -54,7 +54,7 @@ from transformers.masking_utils import (
 
 from tisa._validate import check_int
 from tisa.attention import attention, attention_with_weights
-from tisa.scoring import ClippedOffsets
+from tisa.scoring import ClippedOffsets, WindowedOffsets
 
 __all__ = [
     "IMPLEMENTATIONS",
@@ -223,6 +223,11 @@ def tisa_attention_forward(
         check_int(clip, "config.tisa['clip_distance']")
         if lk - 1 > clip:  # shorter inputs have no offset to clip
             scorer = ClippedOffsets.of(scorer, clip)
+    window = settings.get("attention_window")
+    if window is not None and scorer is not None:
+        check_int(window, "config.tisa['attention_window']")
+        if lk - 1 > window:  # shorter inputs have every key inside the window
+            scorer = WindowedOffsets.of(scorer, window)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
     common = dict(mask=attention_mask, causal=causal, dropout_p=dropout, scale=scale)
     if backend == "eager" or kwargs.get("output_attentions", False):

@@ -11,6 +11,9 @@ data stored in a model's ``config.tisa``::
      "rotary_base": 10000.0, "backend": "auto", "length_scale": None,
      "clip_distance": None}
 
+(plus ``"attention_window": W`` when a window is set: models without one store no such
+key, so they load in versions that do not know it)
+
 :func:`stored_settings` reads that data back (checking it) when a TISA model is built from
 its config. Named starts (:data:`STARTS`) are scoring options for RBF scorers added to a
 pretrained model.
@@ -71,6 +74,7 @@ _STORED_KEYS = (
     "backend",
     "length_scale",
     "clip_distance",
+    "attention_window",
 )
 
 
@@ -98,6 +102,11 @@ class TisaSettings:
             (:class:`tisa.scoring.ClippedOffsets`), so keys further than a model was
             trained on get the bias of the furthest trained offset; None (the default):
             offsets as they are. Inputs of up to K + 1 tokens are unchanged.
+        attention_window: W: each query attends only to the keys within +-W tokens of it
+            (a causal model: the W keys before it and itself), the scoring function
+            reading -inf beyond (:class:`tisa.scoring.WindowedOffsets`); attention then
+            costs O(L * W) on the sdpa backend. None (the default): every key. Inputs of
+            up to W + 1 tokens are unchanged.
         scoring_options: further keyword arguments of the family's constructor (e.g.
             ``amplitude_mean``).
     """
@@ -111,6 +120,7 @@ class TisaSettings:
     backend: str = "auto"
     length_scale: int | None = None
     clip_distance: int | None = None
+    attention_window: int | None = None
     scoring_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -127,7 +137,7 @@ class TisaSettings:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if not self.rotary_base > 1:
             raise ValueError(f"rotary_base must be > 1, got {self.rotary_base!r}")
-        for name, least in (("length_scale", 2), ("clip_distance", 1)):
+        for name, least in (("length_scale", 2), ("clip_distance", 1), ("attention_window", 1)):
             value = getattr(self, name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < least
@@ -139,6 +149,7 @@ class TisaSettings:
             given = sorted(self.scoring_options)
             given += ["num_kernels"] if self.num_kernels is not None else []
             given += ["clip_distance"] if self.clip_distance is not None else []
+            given += ["attention_window"] if self.attention_window is not None else []
             if given:
                 raise ValueError(f"scoring options {given} were given but scoring is None")
             if not self.rotary and self.position_embeddings == "keep":
@@ -203,7 +214,7 @@ class TisaSettings:
         if self.scoring is not None:
             with torch.device("cpu"):
                 scorer = build(self.scoring, heads, **self.scorer_options()).config()
-        return {
+        stored = {
             "scoring": scorer,
             "position_embeddings": self.position_embeddings,
             "share_across_layers": self.share_across_layers,
@@ -213,6 +224,9 @@ class TisaSettings:
             "length_scale": self.length_scale,
             "clip_distance": self.clip_distance,
         }
+        if self.attention_window is not None:  # named only when set (see the module doc)
+            stored["attention_window"] = self.attention_window
+        return stored
 
 
 def _constructor_options(family: str) -> set[str]:
@@ -265,6 +279,7 @@ def stored_settings(config: Any) -> dict[str, Any]:
         backend=raw.get("backend", "auto"),
         length_scale=raw.get("length_scale"),
         clip_distance=raw.get("clip_distance"),
+        attention_window=raw.get("attention_window"),
         scoring_options=options,
     )
     return settings.to_config(config)

@@ -1,6 +1,7 @@
 """Evaluation-time settings of a converted model, chosen on held-out draws of the
 long-input tasks: log-n attention scaling (``experiments/length_scale.py``) and an
-attention window beyond the original's length (``experiments/far_window.py``).
+attention window beyond the original's length (``experiments/far_window.py``), and a hard
+attention window within it (``experiments/attention_window.py``).
 
     tisa convert sentence-transformers/all-MiniLM-L6-v2 --output-dir runs/convert
     python experiments/length_scale.py runs/convert --output-dir runs/length-scale
@@ -12,6 +13,8 @@ whose ``config.json`` changes only those settings (the weights stay):
 
 - ``length_scale=N`` (or ``none``): logits of a query that sees n > N keys multiplied by
   log n / log N (:class:`tisa.hf.TisaSettings`);
+- ``attention_window=W`` (or ``none``): each query sees only the keys within +-W tokens
+  (:class:`tisa.hf.TisaSettings`), a hard window;
 - ``far_offset=K`` (or ``none``) and ``far_slope=S``: the far-field ramp
   ``-S * max(|j - i| - K, 0)`` added to every head's scores (:func:`tisa.scoring.far_ramp`),
   a soft attention window of +-K tokens.
@@ -48,7 +51,8 @@ from tisa.stats import holm
 __all__ = ["Variant", "main", "parse_variant", "variant_folder"]
 
 #: the settings a variant may change, and where they live in ``config.json``'s ``tisa``
-KEYS = {"length_scale": (), "far_offset": ("scoring",), "far_slope": ("scoring",)}
+KEYS = {"length_scale": (), "attention_window": (), "far_offset": ("scoring",),
+        "far_slope": ("scoring",)}
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ def _value(key: str, text: str) -> Any:
         raise ValueError(f"{key}: expected {kind}, got {text!r}") from None
     if key == "far_slope":
         return check_number(number, key, minimum=0, strict=True)
-    return check_int(number, key, minimum=2 if key == "length_scale" else 0)
+    return check_int(number, key, minimum={"length_scale": 2, "attention_window": 1}.get(key, 0))
 
 
 def parse_variant(spec: str) -> Variant:

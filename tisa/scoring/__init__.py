@@ -40,6 +40,9 @@ evaluation at longer lengths without retraining (a soft attention window).
 Any family can also be read with its offsets clipped at +-K, f_h(clamp(k, -K, K))
 (:class:`ClippedOffsets`; ``TisaSettings.clip_distance`` switches it on for a model at
 inference): keys beyond the longest trained offset then get the bias of that offset.
+Or with a hard window, f_h(k) on |k| <= W and -inf beyond (:class:`WindowedOffsets`;
+``TisaSettings.attention_window``): each query then sees at most 2W + 1 keys, and
+attention costs O(L * W).
 
 Names resolve through :data:`REGISTRY` (see :func:`build`), so configs hold plain data:
 ``{"name": "rbf", "num_heads": 12, "num_kernels": 5}``.
@@ -50,7 +53,14 @@ The package: :mod:`~tisa.scoring.base` (the interface, the registry, :func:`buil
 :mod:`~tisa.scoring.tails` (kernels plus a tail).
 """
 
-from tisa.scoring.base import REGISTRY, ClippedOffsets, ScoringFunction, build, register
+from tisa.scoring.base import (
+    REGISTRY,
+    ClippedOffsets,
+    ScoringFunction,
+    WindowedOffsets,
+    build,
+    register,
+)
 from tisa.scoring.baselines import (
     FIRE_NORMALIZERS,
     ALiBiLearnedScoring,
@@ -77,6 +87,7 @@ __all__ = [
     "TAILS",
     "ScoringFunction",
     "ClippedOffsets",
+    "WindowedOffsets",
     "RBFScoring",
     "ALiBiScoring",
     "T5Scoring",

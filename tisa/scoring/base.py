@@ -211,6 +211,59 @@ class ClippedOffsets(ScoringFunction):
         return kept[clip_distance]
 
 
+class WindowedOffsets(ScoringFunction):
+    """A scoring function that masks every offset beyond +-W: f_h(k) on |k| <= W, -inf
+    beyond (a hard attention window, as in Longformer's local attention).
+
+    With W at most the longest offset a model was trained on, every query of a longer input
+    sees at most 2W + 1 keys around it, as many as a window of the trained length holds,
+    and every key it sees gets the bias it had in training. The result is still a function
+    of k = j - i alone for a translation-invariant ``scorer``; the sdpa backend reads its
+    table's band and skips, for each block of query rows, the keys no row of the block can
+    reach, so attention costs O(L * W) instead of O(L^2). The attention code uses it
+    (through :meth:`of`) when ``TisaSettings.attention_window`` is set; like
+    :class:`ClippedOffsets` it holds no parameters, and its :meth:`config` is the wrapped
+    scorer's.
+    """
+
+    def __init__(self, scorer: ScoringFunction, window: int) -> None:
+        super().__init__(num_heads=scorer.num_heads)
+        self.scorer = scorer
+        self.window = check_int(window, "attention_window")
+        self.family = scorer.family
+        self.symmetric = scorer.symmetric
+
+    @property
+    def translation_invariant(self) -> bool:  # type: ignore[override]
+        return self.scorer.translation_invariant
+
+    def score(self, offsets: Tensor) -> Tensor:
+        values = self.scorer.score(offsets)
+        outside = offsets.abs() > self.window
+        return values.masked_fill(outside.to(values.device), float("-inf"))
+
+    def position_bias(self, lq: int, lk: int, *, clip_distance: int | None = None) -> Tensor:
+        bias = self.scorer.position_bias(lq, lk, clip_distance=clip_distance)
+        i = torch.arange(lk - lq, lk, device=bias.device)[:, None]
+        j = torch.arange(lk, device=bias.device)[None, :]
+        return bias.masked_fill((j - i).abs() > self.window, float("-inf"))
+
+    def config(self) -> dict[str, Any]:
+        return self.scorer.config()
+
+    def extra_repr(self) -> str:
+        return f"window={self.window}"
+
+    @staticmethod
+    def of(scorer: ScoringFunction, window: int) -> WindowedOffsets:
+        """The one wrapper of ``scorer`` with window ``window``, kept on the scorer as
+        :meth:`ClippedOffsets.of` keeps its own."""
+        kept = scorer.__dict__.setdefault("_tisa_windowed", {})
+        if window not in kept:
+            kept[window] = WindowedOffsets(scorer, window)
+        return kept[window]
+
+
 def check_number(value: Any, name: str, *, minimum: float | None = None, strict=False) -> float:
     """``float(value)`` for a finite real number (``> minimum`` if strict, else ``>=``)."""
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
