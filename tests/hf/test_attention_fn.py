@@ -56,6 +56,27 @@ def test_keys_seen_counts_visible_keys_in_every_mask_form():
     torch.testing.assert_close(factor, torch.tensor([1.0, 1.0, 1.0, 2.0]))
 
 
+@pytest.mark.parametrize("form", ["none", "causal", "padding", "rows"])
+def test_keys_seen_in_a_window_counts_the_kept_keys_within_reach(form):
+    """With attention_window W, log-n scaling counts the keys a query sees in its window:
+    against brute force, for every mask form, queries the last Lq of Lk positions."""
+    lq, lk, w = 5, 12, 2
+    g = torch.Generator().manual_seed(0)
+    mask = {"none": None, "causal": None,
+            "padding": torch.rand(3, 1, 1, lk, generator=g) > 0.3,
+            "rows": torch.rand(2, 1, lq, lk, generator=g) > 0.3}[form]
+    causal = form == "causal"
+    got = keys_seen(mask, causal, lq, lk, w)
+    keep = torch.ones(1, 1, lq, lk, dtype=torch.bool) if mask is None else mask
+    keep = keep.expand(-1, -1, lq, -1)
+    offset = torch.arange(lk)[None] - torch.arange(lk - lq, lk)[:, None]  # (Lq, Lk): j - i
+    reach = (offset.abs() <= w) & ((offset <= 0) if causal else True)
+    torch.testing.assert_close(got.expand(keep.shape[:-1]), (keep & reach).sum(-1).float())
+    additive = torch.zeros(keep.shape).masked_fill(~keep, torch.finfo(torch.float32).min)
+    if mask is not None:  # the additive form counts alike
+        torch.testing.assert_close(keys_seen(additive, False, lq, lk, w), got)
+
+
 def _scaled_pair(length_scale):
     plain, scaled = _bert(0.0).eval(), _bert(0.0).eval()
     scaled.config.tisa["length_scale"] = length_scale

@@ -376,3 +376,56 @@ def _cola_comparison(
         align="lrrrrr",
     )
     return text
+
+
+#: the five-task protocol with each model at the rate its held-out sweep chose (1e-4 for
+#: both, ``glue-rate-sweeps-3-tasks``): the original and the re-made default conversion
+GLUE_PER_MODEL_RATES = {
+    "original": GLUE_ORIGINAL_LR,
+    "converted": f"{RESULTS}/glue/converted-rerun-lr-1e-4",
+}
+
+
+@table(
+    "glue-per-model-rates",
+    *(f"{folder}/**/*.json" for folder in GLUE_PER_MODEL_RATES.values()),
+    *(f"{folder}/**/*.csv" for folder in GLUE_PER_MODEL_RATES.values()),
+)
+def glue_per_model_rates(root: Path) -> str:
+    """Converted - original on each task of the protocol, each at its chosen rate: mean ±
+    sd over seeds, the paired difference with its t interval, Holm over the tasks shown;
+    tasks not finished by both are named."""
+    from scipy import stats
+
+    def scores(folder: str, task: str) -> dict[int, float]:
+        found = sorted((root / folder).glob(f"runs/{task}/none/seed-*/result.json"))
+        read = [read_json(root, str(p.relative_to(root))) for p in found]
+        return {int(r["seed"]): float(r["score"]) for r in read}
+
+    (a_name, a_folder), (b_name, b_folder) = reversed(GLUE_PER_MODEL_RATES.items())
+    rows, pvalues, missing = [], [], []
+    for task, label in GLUE_TASKS:
+        a, b = scores(a_folder, task), scores(b_folder, task)
+        seeds = sorted(set(a) & set(b))
+        if len(seeds) < 5:
+            missing.append(f"{label} ({len(seeds)} of 5 seeds)")
+            continue
+        cmp = paired_comparison({s: a[s] for s in seeds}, {s: b[s] for s in seeds})
+        pvalues.append(float(stats.ttest_rel([a[s] for s in seeds], [b[s] for s in seeds]).pvalue))
+        spread = {n: f"{100 * statistics.fmean(v):.2f} ± {100 * statistics.stdev(v):.2f}"
+                  for n, v in ((a_name, [a[s] for s in seeds]), (b_name, [b[s] for s in seeds]))}
+        lo, hi = cmp["ci95"]
+        rows.append([label, len(seeds), spread[b_name], spread[a_name],
+                     f"{signed(100 * cmp['mean_diff'])} [{signed(100 * lo)}, {signed(100 * hi)}]",
+                     f"{cmp['wins']} / {cmp['losses']}",
+                     "interval wholly below 0" if hi < 0 else ""])
+    for row, p in zip(rows, holm(pvalues), strict=True):
+        row.insert(6, f"{p:.2g}")
+    text = markdown_table(
+        ["task", "seeds", f"{b_name} x100, mean ± sd", f"{a_name} x100, mean ± sd",
+         f"{a_name} - {b_name}, t 95% interval", "wins / losses",
+         f"p (paired t, Holm over {len(rows)})", ""],
+        rows, align="lrrrrrrl")
+    if missing:
+        text += f"\n\nNot finished by both: {', '.join(missing)}."
+    return text

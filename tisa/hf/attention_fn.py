@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import AttentionInterface
 from transformers.masking_utils import (
@@ -110,7 +111,9 @@ def apply_rotary(x: Tensor, start: int, base: float = 10000.0) -> Tensor:
 # ------------------------------------------------------------------- log-n scaling
 
 
-def keys_seen(mask: Tensor | None, causal: bool, lq: int, lk: int) -> Tensor:
+def keys_seen(
+    mask: Tensor | None, causal: bool, lq: int, lk: int, window: int | None = None
+) -> Tensor:
     """How many keys each query attends to, broadcastable to (B, H, Lq).
 
     Args:
@@ -119,7 +122,11 @@ def keys_seen(mask: Tensor | None, causal: bool, lq: int, lk: int) -> Tensor:
         causal: without a mask, whether query i (of the last Lq of Lk positions) sees only
             the keys up to its own position.
         lq, lk: query and key counts.
+        window: W: a query sees only the keys within +-W of it (``attention_window``);
+            None: every key the mask keeps.
     """
+    if window is not None:
+        return _keys_in_window(mask, causal, lq, lk, window)
     if mask is None:
         if causal:
             return torch.arange(lk - lq + 1, lk + 1, dtype=torch.float32)[None, None]
@@ -129,6 +136,26 @@ def keys_seen(mask: Tensor | None, causal: bool, lq: int, lk: int) -> Tensor:
     else:
         seen = mask > torch.finfo(mask.dtype).min / 2
     return seen.expand(*seen.shape[:-1], lk).sum(-1, dtype=torch.float32)
+
+
+def _keys_in_window(mask: Tensor | None, causal: bool, lq: int, lk: int, window: int) -> Tensor:
+    """:func:`keys_seen` for queries that see only keys within +-``window``: the kept keys
+    of each query's window, counted from a running sum over the keys."""
+    if mask is None:
+        keep = torch.ones(1, 1, 1, lk, dtype=torch.bool)
+    else:
+        keep = mask if mask.dtype == torch.bool else mask > torch.finfo(mask.dtype).min / 2
+    total = F.pad(keep.cumsum(-1, dtype=torch.int32), (1, 0))  # (B|1, H|1, Lq|1, Lk + 1)
+    pos = torch.arange(lk - lq, lk, device=total.device)  # the queries' positions
+    lo = (pos - window).clamp(min=0)
+    hi = (pos + (0 if causal and mask is None else window)).clamp(max=lk - 1) + 1
+    if total.shape[-2] == 1:
+        seen = total[..., 0, hi] - total[..., 0, lo]
+    else:  # a mask row per query: each reads its own row
+        shape = (*total.shape[:-1], 1)
+        upper = total.gather(-1, hi.view(lq, 1).expand(shape))
+        seen = (upper - total.gather(-1, lo.view(lq, 1).expand(shape)))[..., 0]
+    return seen.to(torch.float32)
 
 
 def length_factor(seen: Tensor, length_scale: int) -> Tensor:
@@ -212,9 +239,12 @@ def tisa_attention_forward(
         query = apply_rotary(query, lk - lq, base)
         key = apply_rotary(key, 0, base)
     length_scale = settings.get("length_scale")
+    window = settings.get("attention_window") if scorer is not None else None
+    if window is not None:  # config.tisa may have been changed on a loaded model
+        check_int(window, "config.tisa['attention_window']")
     # inputs of up to N keys are left as they are (every factor would be 1)
     if length_scale and lk > length_scale and getattr(module, "tisa_layer", None) is not None:
-        seen = keys_seen(attention_mask, causal, lq, lk).to(query.device)
+        seen = keys_seen(attention_mask, causal, lq, lk, window).to(query.device)
         factor = length_factor(seen, length_scale)  # (B|1, H|1, Lq)
         query = query * factor[..., None].to(query.dtype)
     clip = settings.get("clip_distance")
@@ -223,11 +253,8 @@ def tisa_attention_forward(
         check_int(clip, "config.tisa['clip_distance']")
         if lk - 1 > clip:  # shorter inputs have no offset to clip
             scorer = ClippedOffsets.of(scorer, clip)
-    window = settings.get("attention_window")
-    if window is not None and scorer is not None:
-        check_int(window, "config.tisa['attention_window']")
-        if lk - 1 > window:  # shorter inputs have every key inside the window
-            scorer = WindowedOffsets.of(scorer, window)
+    if window is not None and lk - 1 > window:  # shorter inputs: every key in the window
+        scorer = WindowedOffsets.of(scorer, window)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
     common = dict(mask=attention_mask, causal=causal, dropout_p=dropout, scale=scale)
     if backend == "eager" or kwargs.get("output_attentions", False):
