@@ -421,11 +421,13 @@ def glue_per_model_rates(root: Path) -> str:
                      "interval wholly below 0" if hi < 0 else ""])
     for row, p in zip(rows, holm(pvalues), strict=True):
         row.insert(6, f"{p:.2g}")
+    if not rows:
+        return f"No task finished by both yet: {', '.join(missing)}.\n"
     text = markdown_table(
         ["task", "seeds", f"{b_name} x100, mean ± sd", f"{a_name} x100, mean ± sd",
          f"{a_name} - {b_name}, t 95% interval", "wins / losses",
          f"p (paired t, Holm over {len(rows)})", ""],
         rows, align="lrrrrrrl")
     if missing:
-        text += f"\n\nNot finished by both: {', '.join(missing)}."
+        text += f"\nNot finished by both: {', '.join(missing)}.\n"
     return text
