@@ -100,3 +100,53 @@ def test_offset_folders_of_other_settings_are_not_compared(tmp_path: Path) -> No
         offset_across_folders(tmp_path, "a.json", "c.json")
     with pytest.raises(ValueError, match="d.json: holds no runs"):
         offset_across_folders(tmp_path, "a.json", "d.json")
+
+
+def _longeval_run(cells: list[tuple], models: list[dict], strategies: list[str]) -> dict:
+    """A `tisa longeval` results.json of (model, strategy, length, depth, seed, acc1, tokens)
+    cells on the passkey task."""
+    settings = {"tasks": ["passkey"], "depths": [0.0, 1.0], "candidates": 4, "seeds": [0, 1],
+                "passage_tokens": 64, "text_file": None, "strategies": strategies,
+                "lengths": sorted({c[2] for c in cells})}
+    rows = [{"model": m, "strategy": st, "task": "passkey", "length": n, "depth": d, "seed": s,
+             "acc1": a, "mrr": a, "tokens_mean": t, "tokens_max": t,
+             "seconds_per_document": 0.1, "peak_memory_mb": 1.0}
+            for m, st, n, d, s, a, t in cells]
+    return {"settings": settings, "models": models, "cells": rows, "provenance": {}}
+
+
+def test_a_window_run_is_compared_with_the_original_cells_of_another_run(tmp_path: Path) -> None:
+    """The merged longeval tables: the original's strategies that the run lacks come from the
+    other run, the run's own win, and documents that differ are refused."""
+    from tisa.doc_tables import longeval
+
+    conv = {"name": "conv", "tisa": True, "positions": None, "strategies": ["native"]}
+    window = {**conv, "name": "win", "attention_window": 5}
+    orig = {"name": "orig", "tisa": False, "positions": 8, "strategies": ["chunk", "truncate"]}
+    grid = [(n, d, s) for n in (16, 32) for d in (0.0, 1.0) for s in (0, 1)]
+    base = _longeval_run(
+        [("conv", "native", *g, 1.0, g[0]) for g in grid]
+        + [("orig", "chunk", *g, 0.0, g[0]) for g in grid]
+        + [("orig", "truncate", *g, 0.25, g[0]) for g in grid], [conv, orig], ["chunk", "truncate"])
+    own = _longeval_run(
+        [("win", "native", *g, 1.0, g[0]) for g in grid if g[0] == 32]
+        + [("orig", "chunk", *g, 0.5, g[0]) for g in grid if g[0] == 32],
+        [window, {**orig, "strategies": ["chunk"]}], ["chunk"])
+    for name, data in (("base.json", base), ("own.json", own)):
+        (tmp_path / name).write_text(json.dumps(data))
+    merged = longeval._merged(tmp_path, "own.json", "base.json")
+    against = {c["against_strategy"]: c for c in merged["comparisons"]}
+    assert set(against) == {"chunk", "truncate"} and {c["length"] for c in merged["cells"]} == {32}
+    assert against["chunk"]["against_acc1"] == 0.5  # the run's own chunk cells
+    assert against["truncate"]["against_acc1"] == 0.25  # the other run's
+    assert against["chunk"]["n"] == 4
+    table = longeval.longeval_accuracy(tmp_path, ("own.json", "base.json"))
+    assert "converted (TISA), window ±5" in table and "original, truncate" in table
+    own["cells"][0]["tokens_mean"] = 31
+    (tmp_path / "own.json").write_text(json.dumps(own))
+    with pytest.raises(ValueError, match="documents differ"):
+        longeval._merged(tmp_path, "own.json", "base.json")
+    own["settings"]["seeds"] = [0, 1, 2]
+    (tmp_path / "own.json").write_text(json.dumps(own))
+    with pytest.raises(ValueError, match="drew other documents than base.json .seeds."):
+        longeval._merged(tmp_path, "own.json", "base.json")

@@ -133,6 +133,8 @@ def load_encoder(name: str, *, batch_size: int = 1):
         "model_type": model.config.model_type,
         "tisa": tisa_model,
         "positions": positions,
+        # a converted model's hard attention window (TisaSettings.attention_window)
+        "attention_window": (getattr(model.config, "tisa", None) or {}).get("attention_window"),
         "pooling": pooling.mode,
         "pooling_source": pooling.source,
         "parameters": sum(p.numel() for p in model.parameters()),
