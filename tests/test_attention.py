@@ -730,6 +730,7 @@ def test_a_window_reads_only_the_keys_in_reach(causal, padded):
     backend's result, padding and rows whose window holds only padding included."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    from tisa.attention import masks as masks_module
     from tisa.attention import sdpa as sdpa_module
 
     b, h, length, w = 2, 3, 600, 20
@@ -737,7 +738,7 @@ def test_a_window_reads_only_the_keys_in_reach(causal, padded):
     windowed = scoring.WindowedOffsets(sharp_rbf(h), w)
     keep = padding_mask(b, length)[:, None, None, :] if padded else None
     tab = bias.table(windowed, length)
-    band = sdpa_module._band(tab, length)
+    band = masks_module.table_band(tab, length)
     assert band == (length - 1 - w, length - 1 + w)
     plan = sdpa_module._band_plan(q, band, sdpa_module._block_plan(q, k, v, None))
     assert plan.rows < length  # several blocks of rows
@@ -760,3 +761,26 @@ def test_a_window_reads_only_the_keys_in_reach(causal, padded):
     assert (got - unwindowed).abs().max() > 1e-2  # the window changes the output
     if padded:  # sequence 0 is padded from 400 on: queries past 420 see only padding
         assert (got[0, :, 421:] == 0).all()
+
+
+def test_flex_skips_the_key_blocks_beyond_a_window():
+    """With a windowed table, flex visits only the key blocks each query block reaches, and
+    its output is the eager backend's (padding and a causal window included)."""
+    from tisa.attention import flex as flex_module
+
+    # rows 0..127 reach keys 0..127+20 (blocks 0, 1); rows 256..383: 236..403 (blocks 1..3)
+    m = flex_module._flex_block_mask(600, 600, 1024, 1024, False, torch.device("cpu"), (-20, 20))
+    counts = m.kv_num_blocks[0, 0].tolist()
+    assert counts[:5] == [2, 3, 3, 3, 2] and counts[5:] == [0, 0, 0]
+    assert m.kv_indices[0, 0, 2, :3].tolist() == [1, 2, 3]
+    c = flex_module._flex_block_mask(600, 600, 1024, 1024, True, torch.device("cpu"), (-20, 0))
+    assert c.kv_num_blocks[0, 0].tolist()[:5] == [1, 2, 2, 2, 2]
+    b, h, length = 2, 3, 300
+    q, k, v = make_inputs(b, h, length, length, 16)
+    windowed = scoring.WindowedOffsets(sharp_rbf(h), 20)
+    mask = padding_mask(b, length)[:, None, None, :]
+    for causal in (False, True):
+        with torch.no_grad():
+            expected = attention(q, k, v, windowed, mask=mask, causal=causal, backend="eager")
+            out = attention(q, k, v, windowed, mask=mask, causal=causal, backend="flex")
+        torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)

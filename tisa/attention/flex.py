@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from tisa.attention.masks import additive
+from tisa.attention.masks import additive, table_band
 
 _FLEX = None
 _FLEX_RECOMPILE_LIMIT = 64
@@ -80,6 +80,9 @@ def flex(q, k, v, tab, mask, causal, scale) -> Tensor:
     b, h, lq, d = q.shape
     lk = k.shape[-2]
     lqp, lkp = _flex_bucket(lq, True), _flex_bucket(lk, False)
+    # a windowed table: the offsets any query can read, so that blocks beyond are skipped
+    band = None if tab is None else table_band(tab, lk)
+    band = None if band is None else (band[0] - (lk - 1), band[1] - (lk - 1))
     dv = v.shape[-1]
     # On CPU v is padded alike (its columns are sliced off again), so that head sizes
     # below the minimum share one kernel.
@@ -104,7 +107,7 @@ def flex(q, k, v, tab, mask, causal, scale) -> Tensor:
     if lk == lkp and not causal:
         limits = None  # nothing to mask inside the grid: a kernel without the comparison
     scale_t = torch.tensor(scale, dtype=torch.float32, device=q.device)
-    block_mask = _flex_block_mask(lq, lk, lqp, lkp, causal, q.device)
+    block_mask = _flex_block_mask(lq, lk, lqp, lkp, causal, q.device, band)
     # Inductor's CPU FlexAttention template does not compile with dynamic shapes (torch
     # 2.13), so kernels are specialised per bucket.
     with torch._dynamo.config.patch(recompile_limit=_FLEX_RECOMPILE_LIMIT), _cpu_isa_config(cpu):
@@ -113,26 +116,44 @@ def flex(q, k, v, tab, mask, causal, scale) -> Tensor:
 
 
 @functools.lru_cache(maxsize=64)
-def _flex_block_mask(lq: int, lk: int, lqp: int, lkp: int, causal: bool, device: torch.device):
+def _flex_block_mask(
+    lq: int,
+    lk: int,
+    lqp: int,
+    lkp: int,
+    causal: bool,
+    device: torch.device,
+    band: tuple[int, int] | None = None,
+):
     """FlexAttention block mask of the padded (Lqp, Lkp) grid, built from the lengths.
 
     Lists, per block of 128 query rows, the key blocks it must visit: none for blocks of
-    padded rows, up to the last real key (or the last key a causal row sees) otherwise.
-    O((Lqp/128) * (Lkp/128)) memory. Masking inside blocks is done by the score_mod, so
-    on CUDA every visited block is listed as a full one (the kernel then skips the
-    mask_mod); on CPU as partial ones with a mask_mod that keeps everything (inductor's
-    CPU template does not compile with full blocks alone, torch 2.13).
+    padded rows, up to the last real key (or the last key a causal row sees) otherwise;
+    with ``band`` (the lowest and highest offset j - i any query reads: an attention
+    window), only the key blocks the block's rows reach. O((Lqp/128) * (Lkp/128))
+    memory. Masking inside blocks is done by the score_mod, so on CUDA every visited block
+    is listed as a full one (the kernel then skips the mask_mod); on CPU as partial ones
+    with a mask_mod that keeps everything (inductor's CPU template does not compile with
+    full blocks alone, torch 2.13).
     """
     from torch.nn.attention.flex_attention import BlockMask
 
     n_q, n_kv = -(-lqp // _FLEX_BLOCK), -(-lkp // _FLEX_BLOCK)
     counts = torch.zeros(n_q, dtype=torch.int32)
+    indices = torch.arange(n_kv, dtype=torch.int32).expand(n_q, n_kv).contiguous()
     for block in range(n_q):
         first, last = block * _FLEX_BLOCK, min(lq, (block + 1) * _FLEX_BLOCK) - 1
-        if first < lq:
-            last_key = min(lk - 1, last + lk - lq) if causal else lk - 1
-            counts[block] = last_key // _FLEX_BLOCK + 1
-    indices = torch.arange(n_kv, dtype=torch.int32).expand(n_q, n_kv).contiguous()
+        if first >= lq:
+            continue
+        first_key, last_key = 0, min(lk - 1, last + lk - lq) if causal else lk - 1
+        if band is not None:  # positions of the rows: first + lk - lq .. last + lk - lq
+            first_key = max(first_key, first + lk - lq + band[0])
+            last_key = min(last_key, last + lk - lq + band[1])
+        if first_key > last_key:
+            continue
+        start = first_key // _FLEX_BLOCK
+        counts[block] = last_key // _FLEX_BLOCK + 1 - start
+        indices[block] = indices[block].roll(-start)  # the visited blocks first
     indices = indices[None, None].to(device)
     counts = counts[None, None].to(device)
     if device.type == "cpu":

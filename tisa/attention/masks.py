@@ -1,5 +1,6 @@
-"""Masks of the attention backends: the causal mask, additive masks, the causal bias table
-and a softmax that leaves fully masked rows at 0 (letters as in :mod:`tisa.attention`)."""
+"""Masks of the attention backends: the causal mask, additive masks, the causal bias table,
+the band of a windowed table and a softmax that leaves fully masked rows at 0 (letters as
+in :mod:`tisa.attention`)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,15 @@ def masked_softmax(scores: Tensor) -> Tensor:
     if not bool(dead.any()):
         return torch.softmax(scores, dim=-1)
     return torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+
+
+def table_band(tab: Tensor, lk: int) -> tuple[int, int] | None:
+    """The table columns ``(first, last)`` between which every finite value lies, when no
+    query can reach as many offsets as there are keys (an attention window,
+    :class:`tisa.scoring.WindowedOffsets`); None otherwise (the whole row may be read).
+    Column t holds offset t - (Lk - 1) (:mod:`tisa.bias`)."""
+    finite = (~torch.isneginf(tab.detach())).any(0).nonzero()
+    if finite.numel() == 0:
+        return None
+    first, last = int(finite[0]), int(finite[-1])
+    return (first, last) if last - first + 1 < lk else None

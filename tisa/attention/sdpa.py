@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tisa import bias as bias_lib
-from tisa.attention.masks import additive, causal_table, with_causal
+from tisa.attention.masks import additive, causal_table, table_band, with_causal
 
 
 def sdpa(q, k, v, tab, mask, causal, dropout_p, scale) -> Tensor:
@@ -96,17 +96,6 @@ def _forward_plan(q: Tensor, k: Tensor, add: Tensor | None, plan: _Plan) -> _Pla
     return _Plan(max(1, min(b, _BLOCK_ELEMENTS // (h * lq * d))), h, lq)
 
 
-def _band(tab: Tensor, lk: int) -> tuple[int, int] | None:
-    """The table columns ``(first, last)`` between which every finite value lies, when no
-    query can reach as many offsets as there are keys (an attention window,
-    :class:`tisa.scoring.WindowedOffsets`); None otherwise (the whole row may be read)."""
-    finite = (~torch.isneginf(tab.detach())).any(0).nonzero()
-    if finite.numel() == 0:
-        return None
-    first, last = int(finite[0]), int(finite[-1])
-    return (first, last) if last - first + 1 < lk else None
-
-
 def _band_plan(q: Tensor, band: tuple[int, int], plan: _Plan) -> _Plan:
     """Block sizes of a forward over a band: query rows a quarter of the band's width
     (within [64, plan.rows]), so that a block reads its rows plus the band's width of keys,
@@ -167,7 +156,7 @@ def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan) -> Tensor:
     """
     b, h, lq, _ = q.shape
     lk = k.shape[-2]
-    band = _band(tab, lk)
+    band = table_band(tab, lk)
     plan = _forward_plan(q, k, add, plan) if band is None else _band_plan(q, band, plan)
     # (B, Lq, H, D) storage seen as (B, H, Lq, D), the layout SDPA returns: a model that
     # transposes the output back and calls .contiguous() (as Hugging Face models do) then
