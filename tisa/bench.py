@@ -115,6 +115,7 @@ VARIANTS: tuple[str, ...] = (
     "sdpa, no bias (baseline)",
     "eager + rbf",
     "sdpa + rbf",
+    "sdpa + rbf, window ±255",
     "sdpa + constant mask (limit)",
     "flex + rbf",
     "dense pairwise rbf + sdpa",
@@ -124,6 +125,10 @@ VARIANTS: tuple[str, ...] = (
     "rbf bias only: dense pairwise",
 )
 
+
+#: the attention window of the windowed variant: 511 keys around each query, fewer than a
+#: 512-position model's
+WINDOW = 255
 
 #: layouts of q, k, v: contiguous (B, H, L, D), or (B, L, H, D) transposed (Hugging Face)
 LAYOUTS: tuple[str, ...] = ("bhld", "hf")
@@ -225,6 +230,11 @@ def _variants(cfg: AttentionBenchConfig, length: int, backward: bool, layout: st
     if quadratic_ok:
         variants["eager + rbf"] = run(lambda: attention(q, k, v, rbf, backend="eager"))
     variants["sdpa + rbf"] = run(lambda: attention(q, k, v, rbf, backend="sdpa"))
+    # an attention window (TisaSettings.attention_window): the forward reads the keys in
+    # reach of each block of rows only; shorter inputs have every key in the window
+    windowed = scoring.WindowedOffsets(rbf, WINDOW)
+    variants["sdpa + rbf, window ±255"] = run(
+        lambda: attention(q, k, v, windowed, backend="sdpa"))
     if quadratic_ok:
         # The limit of any SDPA with a bias: the fused kernel reading a constant float mask
         # that already exists (built outside the timed call, not trained).
