@@ -40,16 +40,16 @@ def test_a_small_run_measures_the_chosen_variants(tmp_path):
 def test_a_run_may_time_the_forward_only():
     cfg = bench.AttentionBenchConfig(
         lengths=(),
-        forward_only_lengths=(40,),
-        batch=2,
+        forward_only_lengths=(600,),  # past the window variant's 2 * 255 + 1 keys
+        batch=1,
         heads=3,
         head_dim=8,
         repeats=1,
-        variants=("sdpa + rbf",),
+        variants=("sdpa + rbf", "sdpa + rbf, window ±255"),
         threads=1,
     )
     rows = bench.run_attention_benchmark(cfg, progress=False)
-    names = ("sdpa, no bias (baseline)", "sdpa + rbf")
+    names = ("sdpa, no bias (baseline)", "sdpa + rbf", "sdpa + rbf, window ±255")
     assert {(r["pass"], r["variant"]) for r in rows} == {("fwd", v) for v in names}
     with pytest.raises(ValueError, match="both empty"):
         bench.AttentionBenchConfig(lengths=(), forward_only_lengths=())
