@@ -257,3 +257,13 @@ def longeval_far_window(root: Path) -> str:
     """The converted model with an attention window minus the model as converted, on the
     held-out seeds of ``experiments/far_window.py``, and the setting it chose."""
     return _variants_table(read_json(root, FAR_WINDOW))
+
+
+ATTENTION_WINDOW = f"{RESULTS}/longeval/attention-window/selection.json"
+
+
+@table("longeval-attention-window", ATTENTION_WINDOW)
+def longeval_attention_window(root: Path) -> str:
+    """The converted model with a hard attention window minus the model as converted, on
+    the held-out seeds of ``experiments/attention_window.py``, and the setting it chose."""
+    return _variants_table(read_json(root, ATTENTION_WINDOW))
