@@ -737,9 +737,10 @@ def test_a_window_reads_only_the_keys_in_reach(causal, padded):
     q, k, v = make_inputs(b, h, length, length, 8)
     windowed = scoring.WindowedOffsets(sharp_rbf(h), w)
     keep = padding_mask(b, length)[:, None, None, :] if padded else None
-    tab = bias.table(windowed, length)
-    band = masks_module.table_band(tab, length)
+    band = masks_module.window_band(w, length, length, False)
     assert band == (length - 1 - w, length - 1 + w)
+    assert masks_module.window_band(w, length, length, True) == (length - 1 - w, length - 1)
+    assert masks_module.window_band(length, length, length, False) is None  # every key
     plan = sdpa_module._band_plan(q, band, sdpa_module._block_plan(q, k, v, None))
     assert plan.rows < length  # several blocks of rows
 
@@ -784,3 +785,17 @@ def test_flex_skips_the_key_blocks_beyond_a_window():
             expected = attention(q, k, v, windowed, mask=mask, causal=causal, backend="eager")
             out = attention(q, k, v, windowed, mask=mask, causal=causal, backend="flex")
         torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "flex"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_window_with_fewer_queries_than_keys_matches_eager(backend, causal):
+    """Queries the last Lq of Lk keys (a chunk of a prefill, a key/value cache) under a
+    window: the blocks' reach and flex's block mask follow the queries' positions."""
+    q, k, v = make_inputs(2, 3, 150, 420, 16)
+    windowed = scoring.WindowedOffsets(sharp_rbf(3), 30)
+    with torch.no_grad():
+        expected = attention(q, k, v, windowed, causal=causal, backend="eager")
+        out = attention(q, k, v, windowed, causal=causal, backend=backend)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)

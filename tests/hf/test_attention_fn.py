@@ -211,8 +211,9 @@ def test_attention_window_keeps_far_tokens_out_of_reach(tmp_path):
                             num_attention_heads=2, intermediate_size=20,
                             max_position_embeddings=16)
         torch.manual_seed(0)
-        return th.add_tisa(BertForMaskedLM(config), scoring="rbf", position_embeddings="remove",
-                           **window).eval()
+        options = {"scoring": "rbf", **window}
+        return th.add_tisa(BertForMaskedLM(config), position_embeddings="remove",
+                           **options).eval()
 
     windowed, full = bert(attention_window=3), bert()
     assert "attention_window" not in full.config.tisa
@@ -241,6 +242,10 @@ def test_attention_window_keeps_far_tokens_out_of_reach(tmp_path):
     windowed.config.tisa["attention_window"] = 0  # changed by hand on a loaded model
     with pytest.raises(ValueError, match=r"config.tisa\['attention_window'\] must be an integer"):
         windowed(input_ids=ids)
+    rotary = bert(scoring=None, rotary=True)  # no scores to put -inf into
+    rotary.config.tisa["attention_window"] = 3
+    with pytest.raises(ValueError, match="attention_window'\\] needs a scoring function"):
+        rotary(input_ids=ids)
 
 
 def test_attention_window_decoding_with_a_cache_matches_the_full_pass():

@@ -14,7 +14,7 @@ from tisa.attention.eager import eager
 from tisa.attention.flex import flex, has_flex
 from tisa.attention.masks import additive
 from tisa.attention.sdpa import sdpa
-from tisa.scoring import ScoringFunction
+from tisa.scoring import ScoringFunction, WindowedOffsets
 
 __all__ = ["BACKENDS", "Backend", "attention", "attention_with_weights", "resolve_backend"]
 
@@ -56,13 +56,17 @@ def attention(
     Returns:
         (B, H, Lq, Dv) attention output.
     """
+    # an attention window, which sdpa and flex skip the keys beyond of (a query-dependent
+    # bias, FIRE's, goes into a dense mask: nothing to skip there)
+    windowed = isinstance(bias, WindowedOffsets) and bias.translation_invariant
+    window = bias.window if windowed else None
     tab, mask, scale = _prepare(q, k, v, bias, mask, dropout_p, scale)
     chosen = resolve_backend(backend, q, k, v, tab, mask, dropout_p)
     if chosen == "eager":
         return eager(q, k, v, tab, mask, causal, dropout_p, scale)[0]
     if chosen == "flex":
-        return flex(q, k, v, tab, mask, causal, scale)
-    return sdpa(q, k, v, tab, mask, causal, dropout_p, scale)
+        return flex(q, k, v, tab, mask, causal, scale, window)
+    return sdpa(q, k, v, tab, mask, causal, dropout_p, scale, window)
 
 
 def attention_with_weights(

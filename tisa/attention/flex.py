@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from tisa.attention.masks import additive, table_band
+from tisa.attention.masks import additive
 
 _FLEX = None
 _FLEX_RECOMPILE_LIMIT = 64
@@ -71,7 +71,7 @@ def _pad_to(t: Tensor, length: int, dim: int) -> Tensor:
     return t if pad_l == pad_d == 0 else F.pad(t, (0, pad_d, 0, pad_l))
 
 
-def flex(q, k, v, tab, mask, causal, scale) -> Tensor:
+def flex(q, k, v, tab, mask, causal, scale, window=None) -> Tensor:
     if not torch.is_grad_enabled():
         # FlexAttention refuses CPU inputs that require grad even under no_grad.
         q, k, v = q.detach(), k.detach(), v.detach()
@@ -80,9 +80,8 @@ def flex(q, k, v, tab, mask, causal, scale) -> Tensor:
     b, h, lq, d = q.shape
     lk = k.shape[-2]
     lqp, lkp = _flex_bucket(lq, True), _flex_bucket(lk, False)
-    # a windowed table: the offsets any query can read, so that blocks beyond are skipped
-    band = None if tab is None else table_band(tab, lk)
-    band = None if band is None else (band[0] - (lk - 1), band[1] - (lk - 1))
+    # an attention window: the offsets any query reads, so that blocks beyond are skipped
+    band = None if window is None else (-window, 0 if causal else window)
     dv = v.shape[-1]
     # On CPU v is padded alike (its columns are sliced off again), so that head sizes
     # below the minimum share one kernel.

@@ -1,5 +1,5 @@
 """Masks of the attention backends: the causal mask, additive masks, the causal bias table,
-the band of a windowed table and a softmax that leaves fully masked rows at 0 (letters as
+the band of an attention window and a softmax that leaves fully masked rows at 0 (letters as
 in :mod:`tisa.attention`)."""
 
 from __future__ import annotations
@@ -53,13 +53,14 @@ def masked_softmax(scores: Tensor) -> Tensor:
     return torch.softmax(scores.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
 
 
-def table_band(tab: Tensor, lk: int) -> tuple[int, int] | None:
-    """The table columns ``(first, last)`` between which every finite value lies, when no
-    query can reach as many offsets as there are keys (an attention window,
-    :class:`tisa.scoring.WindowedOffsets`); None otherwise (the whole row may be read).
-    Column t holds offset t - (Lk - 1) (:mod:`tisa.bias`)."""
-    finite = (~torch.isneginf(tab.detach())).any(0).nonzero()
-    if finite.numel() == 0:
+def window_band(window: int | None, lq: int, lk: int, causal: bool) -> tuple[int, int] | None:
+    """The table columns ``(first, last)`` that a query can read a finite bias from under an
+    attention window of +-``window`` (:class:`tisa.scoring.WindowedOffsets`; causal: the
+    window's keys up to the query), when they leave keys out of every row's reach; None
+    otherwise (no window, or one that holds every key). Column t holds offset t - (Lk - 1)
+    (:mod:`tisa.bias`). Found from the lengths alone, without reading the table."""
+    if window is None:
         return None
-    first, last = int(finite[0]), int(finite[-1])
+    first = max(0, lk - 1 - window)
+    last = min(lq + lk - 2, lk - 1 + (0 if causal else window))
     return (first, last) if last - first + 1 < lk else None

@@ -15,11 +15,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tisa import bias as bias_lib
-from tisa.attention.masks import additive, causal_table, table_band, with_causal
+from tisa.attention.masks import additive, causal_table, window_band, with_causal
 
 
-def sdpa(q, k, v, tab, mask, causal, dropout_p, scale) -> Tensor:
-    lk = k.shape[-2]
+def sdpa(q, k, v, tab, mask, causal, dropout_p, scale, window=None) -> Tensor:
+    lq, lk = q.shape[-2], k.shape[-2]
     add = additive(mask, q.dtype)
     grad = torch.is_grad_enabled()
     # A zero bias (zero amplitudes) adds nothing: then the unbiased kernel computes exactly
@@ -33,14 +33,15 @@ def sdpa(q, k, v, tab, mask, causal, dropout_p, scale) -> Tensor:
         t.requires_grad for t in (q, k, v, tab) + (() if add is None else (add,))
     )
     plan = _block_plan(q, k, v, add)
+    band = window_band(window, lq, lk, causal)  # the table's columns in any query's reach
     if not trainable:  # detached: a mask that requires grad would rule out the fused kernel
-        return _blocked_forward(q, k, v, tab.detach(), add, scale, dropout_p, plan)
+        return _blocked_forward(q, k, v, tab.detach(), add, scale, dropout_p, plan, band)
     if dropout_p == 0 and (add is None or not add.requires_grad):
-        return _BiasedSDPA.apply(q, k, v, tab, add, scale, plan, causal if zero else None)
+        return _BiasedSDPA.apply(q, k, v, tab, add, scale, plan, causal if zero else None, band)
     # Training with dropout or a differentiable mask: the same blocks under autograd, which
     # runs PyTorch's math kernel per block (the fused one has neither dropout on CPU nor a
     # mask gradient); the table enters through a view whose backward sums anti-diagonals.
-    return _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan)
+    return _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan, band)
 
 
 def _plain_sdpa(q, k, v, add, causal, dropout_p, scale) -> Tensor:
@@ -143,20 +144,19 @@ def _sub(t: Tensor, bs: slice, hs: slice) -> Tensor:
     return t[bs if t.shape[0] > 1 else slice(None), hs if t.shape[1] > 1 else slice(None)]
 
 
-def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan) -> Tensor:
+def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan, band=None) -> Tensor:
     """Biased SDPA, one fused call per block; the block's bias is a view of the table.
 
     The view reads the block's rows in reverse order (a Toeplitz block read with
     non-negative strides is a Hankel block), so the block's queries are reversed to match
     and its output rows reversed back; this costs one copy of q and of the output in all.
-    A table that is -inf outside a band narrower than the keys (an attention window) is
-    read in blocks of rows that see only the keys the band lets them reach: the work is
-    O(Lq * band) instead of O(Lq * Lk), and the result the same (a masked key has
-    probability 0).
+    With ``band`` (:func:`~tisa.attention.masks.window_band`: the table is -inf outside
+    those columns, an attention window) the rows are read in blocks that see only the keys
+    the band lets them reach: the work is O(Lq * band) instead of O(Lq * Lk), and the
+    result the same (a masked key has probability 0).
     """
     b, h, lq, _ = q.shape
     lk = k.shape[-2]
-    band = table_band(tab, lk)
     plan = _forward_plan(q, k, add, plan) if band is None else _band_plan(q, band, plan)
     # (B, Lq, H, D) storage seen as (B, H, Lq, D), the layout SDPA returns: a model that
     # transposes the output back and calls .contiguous() (as Hugging Face models do) then
@@ -237,11 +237,11 @@ class _BiasedSDPA(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, tab, add, scale, plan, zero_causal):
+    def forward(ctx, q, k, v, tab, add, scale, plan, zero_causal, band):
         if zero_causal is None:
             # a view of a table that requires grad also requires grad, even here, and
             # SDPA would then leave its fused kernel for the math one
-            out = _blocked_forward(q, k, v, tab.detach(), add, scale, 0.0, plan)
+            out = _blocked_forward(q, k, v, tab.detach(), add, scale, 0.0, plan, band)
         else:  # the table is zero (but trains): the unbiased kernel, causal or not
             out = _plain_sdpa(q, k, v, add, zero_causal, 0.0, scale)
         ctx.save_for_backward(q, k, v, out, tab, add)
@@ -278,7 +278,7 @@ class _BiasedSDPA(torch.autograd.Function):
             if bs.stop == b:
                 first = lq - stop  # table column of the block's anti-diagonal 0
                 dtab[hs, first : first + acc.shape[1] + lk - 1] += bias_lib.antidiagonal_sums(acc)
-        return dq, dk, dv, dtab.to(tab.dtype), None, None, None, None
+        return dq, dk, dv, dtab.to(tab.dtype), None, None, None, None, None
 
 
 class _Block(NamedTuple):

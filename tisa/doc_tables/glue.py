@@ -393,8 +393,9 @@ GLUE_PER_MODEL_RATES = {
 )
 def glue_per_model_rates(root: Path) -> str:
     """Converted - original on each task of the protocol, each at its chosen rate: mean ±
-    sd over seeds, the paired difference with its t interval, Holm over the tasks shown;
-    tasks not finished by both are named."""
+    sd over the paired seeds, the difference with its t interval (and whether it lies
+    wholly below 0), paired t p-values with Holm over the tasks shown; tasks not finished
+    by both are named."""
     from scipy import stats
 
     def scores(folder: str, task: str) -> dict[int, float]:
@@ -402,32 +403,34 @@ def glue_per_model_rates(root: Path) -> str:
         read = [read_json(root, str(p.relative_to(root))) for p in found]
         return {int(r["seed"]): float(r["score"]) for r in read}
 
-    (a_name, a_folder), (b_name, b_folder) = reversed(GLUE_PER_MODEL_RATES.items())
+    original, converted = GLUE_PER_MODEL_RATES["original"], GLUE_PER_MODEL_RATES["converted"]
     rows, pvalues, missing = [], [], []
     for task, label in GLUE_TASKS:
-        a, b = scores(a_folder, task), scores(b_folder, task)
-        seeds = sorted(set(a) & set(b))
-        if len(seeds) < 5:
-            missing.append(f"{label} ({len(seeds)} of 5 seeds)")
+        a, b = scores(converted, task), scores(original, task)
+        if len(set(a) & set(b)) < 5:
+            missing.append(f"{label} ({len(set(a) & set(b))} of 5 seeds)")
             continue
-        cmp = paired_comparison({s: a[s] for s in seeds}, {s: b[s] for s in seeds})
+        cmp = paired_comparison(a, b)  # the seeds with a score on both sides
+        seeds = cmp["seeds"]
         pvalues.append(float(stats.ttest_rel([a[s] for s in seeds], [b[s] for s in seeds]).pvalue))
-        spread = {n: f"{100 * statistics.fmean(v):.2f} ± {100 * statistics.stdev(v):.2f}"
-                  for n, v in ((a_name, [a[s] for s in seeds]), (b_name, [b[s] for s in seeds]))}
         lo, hi = cmp["ci95"]
-        rows.append([label, len(seeds), spread[b_name], spread[a_name],
-                     f"{signed(100 * cmp['mean_diff'])} [{signed(100 * lo)}, {signed(100 * hi)}]",
-                     f"{cmp['wins']} / {cmp['losses']}",
-                     "interval wholly below 0" if hi < 0 else ""])
-    for row, p in zip(rows, holm(pvalues), strict=True):
-        row.insert(6, f"{p:.2g}")
+        rows.append([
+            label, len(seeds),
+            *(f"{100 * statistics.fmean(x[s] for s in seeds):.2f} ± "
+              f"{100 * statistics.stdev(x[s] for s in seeds):.2f}" for x in (b, a)),
+            f"{signed(100 * cmp['mean_diff'])} [{signed(100 * lo)}, {signed(100 * hi)}]",
+            "yes" if hi < 0 else "no",
+            f"{cmp['wins']} / {cmp['losses']}",
+        ])
     if not rows:
         return f"No task finished by both yet: {', '.join(missing)}.\n"
+    for row, p in zip(rows, holm(pvalues), strict=True):
+        row.append(f"{p:.2g}")
     text = markdown_table(
-        ["task", "seeds", f"{b_name} x100, mean ± sd", f"{a_name} x100, mean ± sd",
-         f"{a_name} - {b_name}, t 95% interval", "wins / losses",
-         f"p (paired t, Holm over {len(rows)})", ""],
-        rows, align="lrrrrrrl")
+        ["task", "seeds", "original x100, mean ± sd", "converted x100, mean ± sd",
+         "converted - original, t 95% interval", "interval wholly below 0", "wins / losses",
+         f"p (paired t, Holm over {len(rows)})"],
+        rows, align="lrrrrlrr")
     if missing:
         text += f"\nNot finished by both: {', '.join(missing)}.\n"
     return text

@@ -26,61 +26,10 @@ def _who(model: str, strategy: str, models: list[dict[str, Any]]) -> str:
     return "converted (TISA), " + (f"window ±{window}" if window else "whole document")
 
 
-#: the results of a run, or of a run merged with another's original-model cells: a pair
-#: (run, other run), see :func:`_merged`
-Results = str | tuple[str, str]
-
-
-def _load(root: Path, path: Results) -> dict[str, Any]:
-    return _merged(root, *path) if isinstance(path, tuple) else read_json(root, path)
-
-
-def _merged(root: Path, path: str, other: str) -> dict[str, Any]:
-    """The run ``path`` (converted models alone) with the original model's cells of the run
-    ``other`` at the same tasks and lengths, summarised and compared anew as one run
-    (:func:`tisa.longeval.results.summarise`, :func:`~tisa.longeval.results.compare`).
-
-    The two runs must have drawn the same documents: the same task settings, depths and
-    seeds, and every cell the same token counts as the other run's cell of the same
-    task, length, depth and seed (its converted model's, read with the same tokenizer).
-    """
-    from tisa.longeval.results import compare, summarise
-
-    own, base = read_json(root, path), read_json(root, other)
-    same = ("tasks", "depths", "candidates", "seeds", "passage_tokens", "text_file")
-    differ = [k for k in same if own["settings"][k] != base["settings"][k]]
-    if differ:
-        raise ValueError(f"{path}: drew other documents than {other} ({', '.join(differ)})")
-    lengths = own["settings"]["lengths"]
-    if not set(lengths) <= set(base["settings"]["lengths"]):
-        raise ValueError(f"{path}: lengths {lengths} not all in {other}")
-    native = {m["name"] for m in base["models"] if m.get("tisa")}
-    where = ("task", "length", "depth", "seed")
-    tokens = {tuple(c[k] for k in where): (c["tokens_mean"], c["tokens_max"])
-              for c in base["cells"] if c["model"] in native}
-    for c in own["cells"]:
-        if tokens.get(tuple(c[k] for k in where)) != (c["tokens_mean"], c["tokens_max"]):
-            raise ValueError(f"{path}: a cell's documents differ from {other}'s ({c['task']}, "
-                             f"{c['length']}, depth {c['depth']}, seed {c['seed']})")
-    ran = {(c["model"], c["strategy"]) for c in own["cells"]}  # the run's own come first
-    cells = own["cells"] + [c for c in base["cells"] if c["model"] not in native
-                            and c["length"] in lengths and (c["model"], c["strategy"]) not in ran]
-    models = {m["name"]: dict(m) for m in own["models"]}
-    for m in base["models"]:
-        if not m.get("tisa"):
-            models.setdefault(m["name"], {**m, "strategies": []})
-            kept = models[m["name"]]["strategies"]
-            kept += [x for x in m["strategies"] if x not in kept]
-    strategies = list(dict.fromkeys(own["settings"]["strategies"] + base["settings"]["strategies"]))
-    return {**own, "models": list(models.values()), "cells": cells, "summary": summarise(cells),
-            "comparisons": compare(cells, list(models.values())),
-            "settings": {**own["settings"], "strategies": strategies}}
-
-
 @table("longeval-accuracy", LONGEVAL)
-def longeval_accuracy(root: Path, path: Results = LONGEVAL) -> str:
+def longeval_accuracy(root: Path, path: str = LONGEVAL) -> str:
     """Acc@1 per task, model / strategy and length, over depths and seeds."""
-    r = _load(root, path)
+    r = read_json(root, path)
     lengths = r["settings"]["lengths"]
     acc = {(s["task"], s["model"], s["strategy"], s["length"]): s["acc1"] for s in r["summary"]}
     rows = []
@@ -94,11 +43,11 @@ def longeval_accuracy(root: Path, path: Results = LONGEVAL) -> str:
 
 
 @table("longeval-comparisons", LONGEVAL)
-def longeval_comparisons(root: Path, path: Results = LONGEVAL) -> str:
+def longeval_comparisons(root: Path, path: str = LONGEVAL) -> str:
     """The converted model minus each alternative per task and length, the best one
     marked; alternatives with the same scores on every cell (every strategy within the
     table) share one row."""
-    r = _load(root, path)
+    r = read_json(root, path)
     tasks = r["settings"]["tasks"]
     rows_by: dict[tuple, list[dict[str, Any]]] = {}
     for c in r["comparisons"]:
@@ -125,10 +74,10 @@ def longeval_comparisons(root: Path, path: Results = LONGEVAL) -> str:
 
 
 @table("longeval-best", LONGEVAL)
-def longeval_best(root: Path, path: Results = LONGEVAL) -> str:
+def longeval_best(root: Path, path: str = LONGEVAL) -> str:
     """Past the original's table only: the converted model against the best alternative
     at each task and length (the comparisons marked best), with the corrected reading."""
-    r = _load(root, path)
+    r = read_json(root, path)
     tasks = r["settings"]["tasks"]
     best = [c for c in r["comparisons"] if c["best"] and c["length"] > min(
         m["positions"] or 10**9 for m in r["models"])]
@@ -153,9 +102,9 @@ def longeval_best(root: Path, path: Results = LONGEVAL) -> str:
 
 
 @table("longeval-cost", LONGEVAL)
-def longeval_cost(root: Path, path: Results = LONGEVAL) -> str:
+def longeval_cost(root: Path, path: str = LONGEVAL) -> str:
     """Seconds and peak memory per document, per strategy and length, and the run."""
-    r = _load(root, path)
+    r = read_json(root, path)
     lengths = r["settings"]["lengths"]
     cost: dict[tuple, list[dict[str, Any]]] = {}  # one summary row per task
     for s in r["summary"]:
@@ -181,10 +130,10 @@ def longeval_cost(root: Path, path: Results = LONGEVAL) -> str:
     return markdown_table(columns, rows, align="l" + "r" * len(lengths)) + note
 
 
-def longeval_depths(root: Path, path: Results) -> str:
+def longeval_depths(root: Path, path: str) -> str:
     """Acc@1 per task, model / strategy and length at each depth (over seeds), and the
     mean over depths."""
-    r = _load(root, path)
+    r = read_json(root, path)
     depths = [f"{float(d)}" for d in r["settings"]["depths"]]
     tasks = r["settings"]["tasks"]
     rows = []
@@ -237,7 +186,7 @@ def _variants_table(s: dict) -> str:
     note = (f"\n\nHeld-out seeds {', '.join(map(str, st['seeds']))}, depths "
             f"{', '.join(f'{d:g}' for d in st['depths'])}, {st['candidates']} documents a "
             f"cell; Holm over the {len(against)} comparisons; chosen: "
-            f"`{s['chosen']}`; commit `{(prov.get('commit') or '')[:12]}`, "
+            f"`{s['chosen']}`; {prov.get('cpu')}, commit `{(prov.get('commit') or '')[:12]}`, "
             f"`{prov.get('command')}`\n")
     return markdown_table(columns, rows, align="lllrrrr") + note
 

@@ -239,9 +239,16 @@ def tisa_attention_forward(
         query = apply_rotary(query, lk - lq, base)
         key = apply_rotary(key, 0, base)
     length_scale = settings.get("length_scale")
-    window = settings.get("attention_window") if scorer is not None else None
+    window = settings.get("attention_window")
+    if getattr(module, "tisa_layer", None) is None:
+        window = None  # cross-attention: no TISA bias, no window
     if window is not None:  # config.tisa may have been changed on a loaded model
         check_int(window, "config.tisa['attention_window']")
+        if scorer is None:
+            raise ValueError(
+                "config.tisa['attention_window'] needs a scoring function (the window is "
+                "the scores' -inf beyond +-W), but this model has none (scoring=None)"
+            )
     # inputs of up to N keys are left as they are (every factor would be 1)
     if length_scale and lk > length_scale and getattr(module, "tisa_layer", None) is not None:
         seen = keys_seen(attention_mask, causal, lq, lk, window).to(query.device)

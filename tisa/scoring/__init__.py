@@ -41,8 +41,8 @@ Any family can also be read with its offsets clipped at +-K, f_h(clamp(k, -K, K)
 (:class:`ClippedOffsets`; ``TisaSettings.clip_distance`` switches it on for a model at
 inference): keys beyond the longest trained offset then get the bias of that offset.
 Or with a hard window, f_h(k) on |k| <= W and -inf beyond (:class:`WindowedOffsets`;
-``TisaSettings.attention_window``): each query then sees at most 2W + 1 keys, and
-attention costs O(L * W).
+``TisaSettings.attention_window``): each query then sees at most 2W + 1 keys, and the
+sdpa forward costs O(L * W).
 
 Names resolve through :data:`REGISTRY` (see :func:`build`), so configs hold plain data:
 ``{"name": "rbf", "num_heads": 12, "num_kernels": 5}``.
