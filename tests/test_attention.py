@@ -799,3 +799,39 @@ def test_a_window_with_fewer_queries_than_keys_matches_eager(backend, causal):
         expected = attention(q, k, v, windowed, causal=causal, backend="eager")
         out = attention(q, k, v, windowed, causal=causal, backend=backend)
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("lq", [300, 120])
+def test_a_window_trains_like_eager_reading_only_the_keys_in_reach(causal, lq):
+    """The sdpa backward under a window: blocks of rows read only the keys they reach, and
+    every gradient (q, k, v and the scorer's parameters, through the table) is eager's,
+    with padding, and with fewer queries than keys."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    lk, w = 300, 20
+    q, k, v = make_inputs(2, 3, lq, lk, 8, grad=True)
+    windowed = scoring.WindowedOffsets(sharp_rbf(3), w)
+    keep = padding_mask(2, lk)[:, None, None, :]
+    upstream = torch.randn(2, 3, lq, 8, generator=torch.Generator().manual_seed(1))
+
+    class Widest(TorchDispatchMode):
+        widest = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.overloadpacket in (torch.ops.aten.baddbmm, torch.ops.aten.baddbmm_):  # q k^T
+                Widest.widest = max(Widest.widest, args[2].shape[-1])
+            return func(*args, **(kwargs or {}))
+
+    grads = {}
+    for backend in ("eager", "sdpa"):
+        for t in (q, k, v, *windowed.parameters()):
+            t.grad = None
+        out = attention(q, k, v, windowed, mask=keep, causal=causal, backend=backend)
+        with Widest():
+            out.backward(upstream)
+        grads[backend] = [out.detach(), q.grad, k.grad, v.grad,
+                          *(p.grad.clone() for p in windowed.parameters())]
+    assert 0 < Widest.widest <= 64 + 2 * w  # blocks of 64 rows and the keys they reach
+    for a, e in zip(grads["sdpa"], grads["eager"], strict=True):
+        torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-4)

@@ -245,7 +245,7 @@ class _BiasedSDPA(torch.autograd.Function):
         else:  # the table is zero (but trains): the unbiased kernel, causal or not
             out = _plain_sdpa(q, k, v, add, zero_causal, 0.0, scale)
         ctx.save_for_backward(q, k, v, out, tab, add)
-        ctx.scale, ctx.plan = scale, plan
+        ctx.scale, ctx.plan, ctx.band = scale, plan, band
         return out
 
     @staticmethod
@@ -255,39 +255,50 @@ class _BiasedSDPA(torch.autograd.Function):
         b, h, lq, d = q.shape
         lk = k.shape[-2]
         dead = _dead_rows(tab, add, lq, lk)
+        band = ctx.band
         # Gradients in the layout of their inputs: for q, k, v that are transposed views of
         # (B, L, H, D) (a Hugging Face layer's) autograd then passes them on without a copy.
         # dk and dv are written by the first block of rows of each batch element and head,
-        # and added to by the others (no zero fill).
-        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        # and added to by the others (no zero fill); under a window each block adds to the
+        # keys in its reach only, so they start at zero.
+        dq = torch.empty_like(q)
+        dk, dv = (torch.empty_like(t) if band is None else torch.zeros_like(t) for t in (k, v))
         dtab = torch.zeros(h, tab.shape[-1], dtype=torch.float32, device=q.device)
-        # Two (n, R, Lk) buffers for every block (logits then dS; probabilities), allocated
-        # once: fresh ones per block went back to the system and were faulted in again
-        # (about a sixth of the backward at L = 512, B = 8, one thread).
-        plan = ctx.plan
-        size = min(b, plan.batch) * min(h, plan.heads) * min(lq, plan.rows) * lk
+        # Two (n, R, K) buffers for every block (logits then dS; probabilities; K the keys
+        # a block reads), allocated once: fresh ones per block went back to the system and
+        # were faulted in again (about a sixth of the backward at L = 512, B = 8, one thread).
+        plan = ctx.plan if band is None else _band_plan(q, band, ctx.plan)
+        width = lk if band is None else min(lk, plan.rows + band[1] - band[0])
+        size = min(b, plan.batch) * min(h, plan.heads) * min(lq, plan.rows) * width
         work = (q.new_empty(size), q.new_empty(size))
         acc = None
         for bs, hs, start, stop in _blocks(plan, b, h, lq):
+            keys = slice(0, lk) if band is None else _reachable(band, lq, lk, start, stop)
             if bs.start == 0:  # a new block of rows and heads: sum dS over the batch here
-                acc = torch.zeros(hs.stop - hs.start, stop - start, lk, device=q.device)
-            block = _Block(bs, hs, start, stop)
+                acc = torch.zeros(
+                    hs.stop - hs.start, stop - start, keys.stop - keys.start, device=q.device
+                )
+            block = _Block(bs, hs, start, stop, keys)
             _backward_block(
                 q, k, v, out, grad_out, tab, add, dead, ctx.scale, block, dq, dk, dv, acc, work
             )
             if bs.stop == b:
-                first = lq - stop  # table column of the block's anti-diagonal 0
-                dtab[hs, first : first + acc.shape[1] + lk - 1] += bias_lib.antidiagonal_sums(acc)
+                # table column of the block's anti-diagonal 0 (its first key's, reversed row 0)
+                first = lq - stop + keys.start
+                span = acc.shape[1] + acc.shape[2] - 1
+                dtab[hs, first : first + span] += bias_lib.antidiagonal_sums(acc)
         return dq, dk, dv, dtab.to(tab.dtype), None, None, None, None, None
 
 
 class _Block(NamedTuple):
-    """A block of the sdpa path: batch elements, heads, query rows start..stop-1."""
+    """A block of the sdpa path: batch elements, heads, query rows start..stop-1, and the
+    keys it reads (all, or those in reach of an attention window)."""
 
     batch: slice
     heads: slice
     start: int
     stop: int
+    keys: slice
 
 
 def _merged(t: Tensor, n: int) -> Tensor:
@@ -301,16 +312,18 @@ def _backward_block(
     """One block of :class:`_BiasedSDPA`'s backward: writes dq's rows, adds to dk, dv, acc
     (writes dk, dv in the first block of rows).
 
-    Works on n = nb * heads matrices of (R, Lk). The bias view is the first product's
-    input (no extra pass over the logits), broadcast over the batch elements when there
-    are several (small problems, all heads). q, k, v may be strided (a transposed
-    layout): the products read them as they are, and only the block's rows are copied.
+    Works on n = nb * heads matrices of (R, K), K the block's keys (all Lk, or those an
+    attention window lets its rows reach). The bias view is the first product's input (no
+    extra pass over the logits), broadcast over the batch elements when there are several
+    (small problems, all heads). q, k, v may be strided (a transposed layout): the
+    products read them as they are, and only the block's rows are copied.
     """
-    bs, hs, start, stop = block
+    bs, hs, start, stop, keys = block
     lq, lk = q.shape[-2], k.shape[-2]
     nb, g, rows = bs.stop - bs.start, hs.stop - hs.start, stop - start
     n = nb * g
-    view = bias_lib.reversed_rows(tab[hs], lq, lk, start, stop)  # (g, R, Lk)
+    view = bias_lib.reversed_rows(tab[hs], lq, lk, start, stop)[..., keys]  # (g, R, K)
+    lk = keys.stop - keys.start  # from here on: the block's keys
     qb = q[bs, hs, start:stop].flip(2).reshape(n, rows, -1)  # rows reversed like the view
     gb = grad_out[bs, hs, start:stop].flip(2)  # (nb, g, R, Dv)
     # rowsum(dO * O) of the block's rows, reversed like them, in float32 at least: (nb, g, R, 1)
@@ -318,7 +331,7 @@ def _backward_block(
     ob = out[bs, hs, start:stop].flip(2)
     delta = (gb.to(wide) * ob.to(wide)).sum(-1, keepdim=True).to(q.dtype)
     gb = gb.reshape(n, rows, -1)
-    kb, vb = _merged(k[bs, hs], n), _merged(v[bs, hs], n)  # (n, Lk, D | Dv)
+    kb, vb = _merged(k[bs, hs, keys], n), _merged(v[bs, hs, keys], n)  # (n, K, D | Dv)
     logits, probs = (w[: n * rows * lk].view(n, rows, lk) for w in work)  # (n, R, Lk)
     if nb == 1:
         torch.baddbmm(view, qb, kb.transpose(1, 2), alpha=scale, out=logits)
@@ -326,21 +339,22 @@ def _backward_block(
         logits.view(nb, g, rows, lk).copy_(view)
         logits.baddbmm_(qb, kb.transpose(1, 2), alpha=scale)
     if add is not None:
-        logits.view(nb, g, rows, lk).add_(_rows_reversed(_sub(add, bs, hs), start, stop))
+        logits.view(nb, g, rows, lk).add_(
+            _rows_reversed(_sub(add, bs, hs), start, stop)[..., keys])
     if dead is not None:
         dead = _rows_reversed(_sub(dead, bs, hs), start, stop)
         logits.view(nb, g, rows, lk).masked_fill_(dead, 0.0)  # no NaN from an all -inf row
     torch.softmax(logits, dim=-1, out=probs)
     if dead is not None:
         probs.view(nb, g, rows, lk).masked_fill_(dead, 0.0)
-    first = start == 0
-    _add_product(dv[bs, hs], probs.transpose(1, 2), gb, first)  # dv += P^T dO
+    first = start == 0 and lk == k.shape[-2]  # a window's blocks add to zeros
+    _add_product(dv[bs, hs, keys], probs.transpose(1, 2), gb, first)  # dv += P^T dO
     dscores = torch.bmm(gb, vb.transpose(1, 2), out=logits)  # dP (n, R, Lk), over the logits
     dscores.view(nb, g, rows, lk).sub_(delta)
     dscores.mul_(probs)  # dS
     acc.add_(dscores if nb == 1 else dscores.view(nb, g, rows, lk).sum(0))
     dq[bs, hs, start:stop] = torch.bmm(dscores, kb).view(nb, g, rows, -1).flip(2).mul_(scale)
-    _add_product(dk[bs, hs], dscores.transpose(1, 2), qb, first, scale)  # dk += dS^T q scale
+    _add_product(dk[bs, hs, keys], dscores.transpose(1, 2), qb, first, scale)  # dk += dS^T q
 
 
 def _add_product(t: Tensor, a: Tensor, b: Tensor, first: bool, alpha: float = 1.0) -> None:

@@ -104,9 +104,9 @@ class TisaSettings:
             offsets as they are. Inputs of up to K + 1 tokens are unchanged.
         attention_window: W: each query attends only to the keys within +-W tokens of it
             (a causal model: the W keys before it and itself), the scoring function
-            reading -inf beyond (:class:`tisa.scoring.WindowedOffsets`); the sdpa forward
-            then costs O(L * W) (its backward and the eager backend still visit every
-            key). None (the default): every key. Inputs of up to W + 1 tokens are
+            reading -inf beyond (:class:`tisa.scoring.WindowedOffsets`); the sdpa backend
+            then costs O(L * W), forward and backward (the eager backend still visits
+            every key). None (the default): every key. Inputs of up to W + 1 tokens are
             unchanged.
         scoring_options: further keyword arguments of the family's constructor (e.g.
             ``amplitude_mean``).

@@ -42,7 +42,7 @@ Any family can also be read with its offsets clipped at +-K, f_h(clamp(k, -K, K)
 inference): keys beyond the longest trained offset then get the bias of that offset.
 Or with a hard window, f_h(k) on |k| <= W and -inf beyond (:class:`WindowedOffsets`;
 ``TisaSettings.attention_window``): each query then sees at most 2W + 1 keys, and the
-sdpa forward costs O(L * W).
+sdpa backend costs O(L * W).
 
 Names resolve through :data:`REGISTRY` (see :func:`build`), so configs hold plain data:
 ``{"name": "rbf", "num_heads": 12, "num_kernels": 5}``.

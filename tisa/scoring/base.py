@@ -218,12 +218,11 @@ class WindowedOffsets(ScoringFunction):
     With W at most the longest offset a model was trained on, every query of a longer input
     sees at most 2W + 1 keys around it, as many as a window of the trained length holds,
     and every key it sees gets the bias it had in training. The result is still a function
-    of k = j - i alone for a translation-invariant ``scorer``; the sdpa forward skips, for
-    each block of query rows, the keys no row of the block can reach, so it costs O(L * W)
-    instead of O(L^2) (its backward and the eager backend visit every key; a
-    query-dependent bias, FIRE's, is a dense mask with nothing skipped). The attention
-    code uses it
-    (through :meth:`of`) when ``TisaSettings.attention_window`` is set; like
+    of k = j - i alone for a translation-invariant ``scorer``; the sdpa backend skips, for
+    each block of query rows, the keys no row of the block can reach, forward and
+    backward, so it costs O(L * W) instead of O(L^2) (the eager backend visits every key;
+    a query-dependent bias, FIRE's, is a dense mask with nothing skipped). The attention
+    code uses it (through :meth:`of`) when ``TisaSettings.attention_window`` is set; like
     :class:`ClippedOffsets` it holds no parameters, and its :meth:`config` is the wrapped
     scorer's.
     """
