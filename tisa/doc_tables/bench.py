@@ -86,24 +86,25 @@ ATTENTION_WINDOW = f"{RESULTS}/bench/attention-window.json"
 
 @table("attention-window-speed", ATTENTION_WINDOW)
 def attention_window_speed(root: Path) -> str:
-    """The forward with a ±255 attention window against the full one, by length."""
+    """TISA with a ±255 attention window against full TISA and SDPA, by pass and length."""
     data = read_json(root, ATTENTION_WINDOW)
-    rows = {(r["length"], r["variant"]): r for r in data["rows"] if r["pass"] == "fwd"}
+    rows = {(r["pass"], r["length"], r["variant"]): r for r in data["rows"]}
     body = []
-    for length in sorted({n for n, _ in rows}):
-        base = rows[(length, "sdpa, no bias (baseline)")]
-        full, window = rows[(length, "sdpa + rbf")], rows[(length, "sdpa + rbf, window ±255")]
+    for pass_, length in sorted({(p, n) for p, n, _ in rows}, key=lambda x: (x[0] == "fwd", x[1])):
+        base = rows[(pass_, length, "sdpa, no bias (baseline)")]
+        full = rows[(pass_, length, "sdpa + rbf")]
+        window = rows[(pass_, length, "sdpa + rbf, window ±255")]
         body.append([
-            f"{length:,}", f"{1000 * base['seconds']:.0f} ms",
+            pass_, f"{length:,}", f"{1000 * base['seconds']:.0f} ms",
             *(f"{r['time_ratio']:.2f}x ({r['time_ratio_low']:.2f}-{r['time_ratio_high']:.2f})"
               for r in (full, window)),
             *(f"{r['peak_bytes'] / 2**20:.1f} MiB" for r in (base, full, window)),
         ])
     c, m = data["config"], data["provenance"]
-    columns = ["L", "SDPA, no bias", "sdpa + rbf / SDPA", "window ±255 / SDPA",
+    columns = ["pass", "L", "SDPA, no bias", "sdpa + rbf / SDPA", "window ±255 / SDPA",
                "peak: SDPA", "sdpa + rbf", "window ±255"]
-    note = (f"\n\nForward only, B={c['batch']}, H={c['heads']}, D={c['head_dim']}; median of "
+    note = (f"\n\nB={c['batch']}, H={c['heads']}, D={c['head_dim']}; median of "
             f"{c['runs']} runs of {c['repeats']} rounds (range over runs); {c['clock']} clock, "
             f"{m.get('threads')} threads on {m.get('cpu')} ({m.get('cpu_count')} cores), torch "
             f"{m.get('torch')}, commit `{(m.get('commit') or '')[:12]}`; `{m.get('command')}`\n")
-    return markdown_table(columns, body, align="rrrrrrr") + note
+    return markdown_table(columns, body, align="lrrrrrrr") + note
