@@ -163,26 +163,36 @@ def test_clip_distance_gives_far_keys_the_bias_of_the_furthest_kept_offset(tmp_p
                 clipped(input_ids=ids[:, :4]).logits, unclipped(input_ids=ids[:, :4]).logits)
     clipped.save_pretrained(tmp_path)
     assert AutoModelForMaskedLM.from_pretrained(tmp_path).config.tisa["clip_distance"] == 3
+
+
+@pytest.mark.parametrize("name", ["clip_distance", "attention_window"])
+def test_reading_settings_are_checked_on_construction_and_at_the_forward(name):
+    """clip_distance and attention_window: whole numbers >= 1, only with a scoring
+    function, and checked again when changed by hand on a loaded model."""
     for bad in (0, 2.5, True, "512"):
-        with pytest.raises(ValueError, match="clip_distance must be None or a whole number"):
-            th.TisaSettings(clip_distance=bad)
-    with pytest.raises(ValueError, match=r"\['clip_distance'\] were given but scoring is None"):
-        th.TisaSettings(scoring=None, rotary=True, clip_distance=3)
-    clipped.config.tisa["clip_distance"] = 0  # changed by hand on a loaded model
-    with pytest.raises(ValueError, match=r"config.tisa\['clip_distance'\] must be an integer"):
-        clipped(input_ids=ids)
+        with pytest.raises(ValueError, match=f"{name} must be None or a whole number"):
+            th.TisaSettings(**{name: bad})
+    with pytest.raises(ValueError, match=rf"\['{name}'\] were given but scoring is None"):
+        th.TisaSettings(scoring=None, rotary=True, **{name: 3})
+    model = _bert(0.0).eval()
+    model.config.tisa[name] = 0  # changed by hand on a loaded model
+    with pytest.raises(ValueError, match=rf"config.tisa\['{name}'\] must be an integer"):
+        model(input_ids=torch.randint(3, 50, (1, 9)))
 
 
-@pytest.mark.parametrize("scoring", ["fire", "rbf_linear"])
-def test_clip_distance_decoding_with_a_cache_matches_the_full_pass(scoring):
+@pytest.mark.parametrize("scoring, setting", [
+    ("fire", "clip_distance"), ("rbf_linear", "clip_distance"), ("rbf_linear", "attention_window")])
+def test_reading_settings_decoding_with_a_cache_match_the_full_pass(scoring, setting):
     """Token by token with a key/value cache (the queries the last of the keys), the
-    clipped bias is the one the whole sequence gets, FIRE's query normaliser included."""
+    clipped bias is the one the whole sequence gets, FIRE's query normaliser included, and
+    under a window each new token sees the W keys before it and itself, as in the pass over
+    the whole sequence."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=40, n_embd=16, n_layer=2, n_head=2, n_positions=8)
     model = th.add_tisa(GPT2LMHeadModel(config), scoring=scoring, position_embeddings="remove",
-                        clip_distance=3, **({"init_threshold": 4.0} if scoring == "fire" else {}))
+                        **{setting: 3}, **({"init_threshold": 4.0} if scoring == "fire" else {}))
     model.eval()
     ids = torch.randint(0, 40, (1, 12))
     with torch.no_grad():
@@ -193,7 +203,7 @@ def test_clip_distance_decoding_with_a_cache_matches_the_full_pass(scoring):
             cache = out.cache
             steps.append(out.logits)
         torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
-        model.config.tisa["clip_distance"] = None
+        model.config.tisa[setting] = None
         assert (model(input_ids=ids).logits - full).abs().max() > 1e-4
 
 
@@ -234,37 +244,7 @@ def test_attention_window_keeps_far_tokens_out_of_reach(tmp_path):
                 windowed(input_ids=ids[:, :4]).logits, full(input_ids=ids[:, :4]).logits)
     windowed.save_pretrained(tmp_path)
     assert AutoModelForMaskedLM.from_pretrained(tmp_path).config.tisa["attention_window"] == 3
-    for bad in (0, 2.5, True, "512"):
-        with pytest.raises(ValueError, match="attention_window must be None or a whole number"):
-            th.TisaSettings(attention_window=bad)
-    with pytest.raises(ValueError, match=r"\['attention_window'\] were given but scoring is None"):
-        th.TisaSettings(scoring=None, rotary=True, attention_window=3)
-    windowed.config.tisa["attention_window"] = 0  # changed by hand on a loaded model
-    with pytest.raises(ValueError, match=r"config.tisa\['attention_window'\] must be an integer"):
-        windowed(input_ids=ids)
     rotary = bert(scoring=None, rotary=True)  # no scores to put -inf into
     rotary.config.tisa["attention_window"] = 3
     with pytest.raises(ValueError, match="attention_window'\\] needs a scoring function"):
         rotary(input_ids=ids)
-
-
-def test_attention_window_decoding_with_a_cache_matches_the_full_pass():
-    """A causal model with a window, token by token with a key/value cache: each new token
-    sees the W keys before it and itself, as in the pass over the whole sequence."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    config = GPT2Config(vocab_size=40, n_embd=16, n_layer=2, n_head=2, n_positions=8)
-    model = th.add_tisa(GPT2LMHeadModel(config), scoring="rbf_linear",
-                        position_embeddings="remove", attention_window=3).eval()
-    ids = torch.randint(0, 40, (1, 12))
-    with torch.no_grad():
-        full = model(input_ids=ids).logits
-        cache, steps = None, []
-        for t in range(12):
-            out = model(input_ids=ids[:, t:t + 1], cache=cache, use_cache=True)
-            cache = out.cache
-            steps.append(out.logits)
-        torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
-        model.config.tisa["attention_window"] = None
-        assert (model(input_ids=ids).logits - full).abs().max() > 1e-4

@@ -161,7 +161,37 @@ class ScoringFunction(nn.Module):
         return ", ".join(f"{k}={v}" for k, v in self.config().items() if k != "name")
 
 
-class ClippedOffsets(ScoringFunction):
+class _SettingOnScorer(ScoringFunction):
+    """A setting read on top of a scoring function (a clip, a window): it holds no
+    parameters of its own, its family, symmetry and :meth:`config` are the wrapped
+    scorer's (the setting is the model's, stored in ``config.tisa``), and :meth:`of` keeps
+    one wrapper per scorer and value."""
+
+    def __init__(self, scorer: ScoringFunction) -> None:
+        super().__init__(num_heads=scorer.num_heads)
+        self.scorer = scorer
+        self.family = scorer.family
+        self.symmetric = scorer.symmetric
+
+    @property
+    def translation_invariant(self) -> bool:  # type: ignore[override]
+        return self.scorer.translation_invariant
+
+    def config(self) -> dict[str, Any]:
+        return self.scorer.config()
+
+    @classmethod
+    def of(cls, scorer: ScoringFunction, value: int):
+        """The one wrapper of ``scorer`` with this setting at ``value``, made on first use and
+        kept on the scorer (outside its submodules: the state dict does not change), so
+        every forward pass uses the same object (``torch.compile`` guards on it)."""
+        kept = scorer.__dict__.setdefault(f"_tisa_{cls.__name__}", {})
+        if value not in kept:
+            kept[value] = cls(scorer, value)
+        return kept[value]
+
+
+class ClippedOffsets(_SettingOnScorer):
     """A scoring function that reads every offset beyond +-K as +-K: f_h(clamp(k, -K, K)).
 
     Clipped relative positions (Shaw et al., 2018) applied to a trained ``scorer`` at
@@ -177,15 +207,8 @@ class ClippedOffsets(ScoringFunction):
     """
 
     def __init__(self, scorer: ScoringFunction, clip_distance: int) -> None:
-        super().__init__(num_heads=scorer.num_heads)
-        self.scorer = scorer
+        super().__init__(scorer)
         self.clip_distance = check_int(clip_distance, "clip_distance")
-        self.family = scorer.family
-        self.symmetric = scorer.symmetric
-
-    @property
-    def translation_invariant(self) -> bool:  # type: ignore[override]
-        return self.scorer.translation_invariant
 
     def score(self, offsets: Tensor) -> Tensor:
         return self.scorer.score(offsets.clamp(-self.clip_distance, self.clip_distance))
@@ -194,24 +217,11 @@ class ClippedOffsets(ScoringFunction):
         k = self.clip_distance if clip_distance is None else min(clip_distance, self.clip_distance)
         return self.scorer.position_bias(lq, lk, clip_distance=k)
 
-    def config(self) -> dict[str, Any]:
-        return self.scorer.config()
-
     def extra_repr(self) -> str:
         return f"clip_distance={self.clip_distance}"
 
-    @staticmethod
-    def of(scorer: ScoringFunction, clip_distance: int) -> ClippedOffsets:
-        """The one wrapper of ``scorer`` clipped at ``clip_distance``, made on first use and
-        kept on the scorer (outside its submodules: the state dict does not change), so
-        every forward pass uses the same object (``torch.compile`` guards on it)."""
-        kept = scorer.__dict__.setdefault("_tisa_clipped", {})
-        if clip_distance not in kept:
-            kept[clip_distance] = ClippedOffsets(scorer, clip_distance)
-        return kept[clip_distance]
 
-
-class WindowedOffsets(ScoringFunction):
+class WindowedOffsets(_SettingOnScorer):
     """A scoring function that masks every offset beyond +-W: f_h(k) on |k| <= W, -inf
     beyond (a hard attention window, as in Longformer's local attention).
 
@@ -228,15 +238,8 @@ class WindowedOffsets(ScoringFunction):
     """
 
     def __init__(self, scorer: ScoringFunction, window: int) -> None:
-        super().__init__(num_heads=scorer.num_heads)
-        self.scorer = scorer
+        super().__init__(scorer)
         self.window = check_int(window, "attention_window")
-        self.family = scorer.family
-        self.symmetric = scorer.symmetric
-
-    @property
-    def translation_invariant(self) -> bool:  # type: ignore[override]
-        return self.scorer.translation_invariant
 
     def score(self, offsets: Tensor) -> Tensor:
         values = self.scorer.score(offsets)
@@ -249,20 +252,8 @@ class WindowedOffsets(ScoringFunction):
         j = torch.arange(lk, device=bias.device)[None, :]
         return bias.masked_fill((j - i).abs() > self.window, float("-inf"))
 
-    def config(self) -> dict[str, Any]:
-        return self.scorer.config()
-
     def extra_repr(self) -> str:
         return f"window={self.window}"
-
-    @staticmethod
-    def of(scorer: ScoringFunction, window: int) -> WindowedOffsets:
-        """The one wrapper of ``scorer`` with window ``window``, kept on the scorer as
-        :meth:`ClippedOffsets.of` keeps its own."""
-        kept = scorer.__dict__.setdefault("_tisa_windowed", {})
-        if window not in kept:
-            kept[window] = WindowedOffsets(scorer, window)
-        return kept[window]
 
 
 def check_number(value: Any, name: str, *, minimum: float | None = None, strict=False) -> float:
