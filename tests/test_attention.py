@@ -1,5 +1,6 @@
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests import reference
 from tisa import bias, scoring
@@ -20,6 +21,25 @@ def sharp_rbf(h, seed=0):
     """An RBF scorer with large amplitudes, so a wrong bias changes the output visibly."""
     torch.manual_seed(seed)
     return scoring.build("rbf", num_heads=h, amplitude_mean=2.0, amplitude_std=1.0)
+
+
+class Largest(TorchDispatchMode):
+    """While active, the largest value ``measure(func, args, out)`` takes over every op the
+    dispatcher runs (e.g. an output's size, or the keys one attention call reads)."""
+
+    def __init__(self, measure):
+        super().__init__()
+        self.measure, self.largest = measure, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.largest = max(self.largest, self.measure(func, args, out))
+        return out
+
+
+def output_size(func, args, out) -> int:
+    return max((t.numel() for t in (out if isinstance(out, (tuple, list)) else (out,))
+                if isinstance(t, torch.Tensor)), default=0)
 
 
 def padding_mask(b, lk):
@@ -457,35 +477,22 @@ def test_sdpa_default_blocks_at_length_512_match_eager():
 
 def test_sdpa_never_builds_a_full_bias():
     """No tensor of H * Lq * Lk elements or more is created, forward or backward."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     from tisa.attention import sdpa as sdpa_module
 
     b, h, length = 2, 3, 200
     limit = h * length * length
-
-    class Largest(TorchDispatchMode):
-        largest = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            for t in out if isinstance(out, (tuple, list)) else (out,):
-                if isinstance(t, torch.Tensor):
-                    Largest.largest = max(Largest.largest, t.numel())
-            return out
-
     q, k, v = make_inputs(b, h, length, length, 16, grad=True)
     s = sharp_rbf(h)
     mask = padding_mask(b, length)[:, None, None, :]
     plan = sdpa_module._block_plan(q, k, v, mask)
     assert plan.batch * plan.heads * plan.rows < h * length  # blocks under one (H, L, L) bias
-    with Largest():
+    with Largest(output_size) as seen:
         out = attention(q, k, v, s, mask=mask, causal=True, backend="sdpa")
         out.sum().backward()
-    assert 0 < Largest.largest < limit
-    with Largest():  # and the eager backend does build it (the check can fail)
+    assert 0 < seen.largest < limit
+    with Largest(output_size) as seen:  # and the eager backend does build it (the check can fail)
         attention(q, k, v, s, backend="eager").sum().backward()
-    assert Largest.largest >= limit
+    assert seen.largest >= limit
 
 
 def test_rows_without_keys_are_found_from_table_and_mask():
@@ -728,8 +735,6 @@ def test_a_window_reads_only_the_keys_in_reach(causal, padded):
     """A windowed table (-inf beyond +-W) on the sdpa backend: in blocks of rows that each
     read only the keys their window reaches (no block as wide as all keys), with the eager
     backend's result, padding and rows whose window holds only padding included."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     from tisa.attention import masks as masks_module
     from tisa.attention import sdpa as sdpa_module
 
@@ -744,17 +749,13 @@ def test_a_window_reads_only_the_keys_in_reach(causal, padded):
     plan = sdpa_module._band_plan(q, band, sdpa_module._block_plan(q, k, v, None))
     assert plan.rows < length  # several blocks of rows
 
-    class Widest(TorchDispatchMode):
-        widest = 0
+    def keys_read(func, args, out) -> int:
+        flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+        return args[1].shape[-2] if func is flash else 0
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func is torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default:
-                Widest.widest = max(Widest.widest, args[1].shape[-2])
-            return func(*args, **(kwargs or {}))
-
-    with torch.no_grad(), Widest():
+    with torch.no_grad(), Largest(keys_read) as widest:
         got = attention(q, k, v, windowed, mask=keep, causal=causal, backend="sdpa")
-    assert 0 < Widest.widest <= plan.rows + 2 * w
+    assert 0 < widest.largest <= plan.rows + 2 * w
     with torch.no_grad():
         expected = attention(q, k, v, windowed, mask=keep, causal=causal, backend="eager")
         unwindowed = attention(q, k, v, windowed.scorer, mask=keep, causal=causal)
@@ -807,31 +808,25 @@ def test_a_window_trains_like_eager_reading_only_the_keys_in_reach(causal, lq):
     """The sdpa backward under a window: blocks of rows read only the keys they reach, and
     every gradient (q, k, v and the scorer's parameters, through the table) is eager's,
     with padding, and with fewer queries than keys."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     lk, w = 300, 20
     q, k, v = make_inputs(2, 3, lq, lk, 8, grad=True)
     windowed = scoring.WindowedOffsets(sharp_rbf(3), w)
     keep = padding_mask(2, lk)[:, None, None, :]
     upstream = torch.randn(2, 3, lq, 8, generator=torch.Generator().manual_seed(1))
 
-    class Widest(TorchDispatchMode):
-        widest = 0
+    def keys_read(func, args, out) -> int:  # the keys of one q k^T
+        product = func.overloadpacket in (torch.ops.aten.baddbmm, torch.ops.aten.baddbmm_)
+        return args[2].shape[-1] if product else 0
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func.overloadpacket in (torch.ops.aten.baddbmm, torch.ops.aten.baddbmm_):  # q k^T
-                Widest.widest = max(Widest.widest, args[2].shape[-1])
-            return func(*args, **(kwargs or {}))
-
-    grads = {}
+    widest, grads = Largest(keys_read), {}
     for backend in ("eager", "sdpa"):
         for t in (q, k, v, *windowed.parameters()):
             t.grad = None
         out = attention(q, k, v, windowed, mask=keep, causal=causal, backend=backend)
-        with Widest():
+        with widest:
             out.backward(upstream)
         grads[backend] = [out.detach(), q.grad, k.grad, v.grad,
                           *(p.grad.clone() for p in windowed.parameters())]
-    assert 0 < Widest.widest <= 64 + 2 * w  # blocks of 64 rows and the keys they reach
+    assert 0 < widest.largest <= 64 + 2 * w  # blocks of 64 rows and the keys they reach
     for a, e in zip(grads["sdpa"], grads["eager"], strict=True):
         torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-4)
