@@ -101,3 +101,30 @@ def test_offset_folders_of_other_settings_are_not_compared(tmp_path: Path) -> No
     with pytest.raises(ValueError, match="d.json: holds no runs"):
         offset_across_folders(tmp_path, "a.json", "d.json")
 
+
+
+def test_a_target_with_tasks_still_running_is_not_yet_known(tmp_path: Path) -> None:
+    """The per-model GLUE target: unknown while a task lacks seeds, unless a finished task
+    already fails it; met only when every task is finished and none lies wholly below 0."""
+    from tisa.doc_tables.glue import GLUE_PER_MODEL_RATES
+    from tisa.doc_tables.targets import _glue_per_model
+
+    def write(model: str, task: str, scores: list[float]) -> None:
+        for seed, score in enumerate(scores, start=1):
+            folder = tmp_path / GLUE_PER_MODEL_RATES[model] / "runs" / task / "none"
+            (folder / f"seed-{seed}").mkdir(parents=True, exist_ok=True)
+            (folder / f"seed-{seed}" / "result.json").write_text(
+                json.dumps({"seed": seed, "score": score}))
+
+    level = [0.50, 0.52, 0.49, 0.51, 0.50]
+    for task in ("cola", "sst2", "mrpc", "stsb"):
+        write("original", task, level)
+        write("converted", task, [s + d for s, d in zip(level, (0.01, -0.01, 0, 0.02, -0.02))])
+    row = _glue_per_model(tmp_path)
+    assert row[2] == "not yet known" and "not finished: RTE" in row[1]
+    write("original", "rte", level)
+    write("converted", "rte", [s - 0.05 + d for s, d in zip(level, (0.01, 0, -0.01, 0, 0))])
+    row = _glue_per_model(tmp_path)
+    assert row[2] == "no" and "wholly below 0 on 1 of the 5 tasks" in row[1]
+    write("converted", "rte", level)
+    assert _glue_per_model(tmp_path)[2] == "yes"

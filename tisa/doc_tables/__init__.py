@@ -35,6 +35,7 @@ from tisa.doc_tables import (
     longeval,
     package,
     pretrain,
+    targets,
 )
 from tisa.doc_tables.base import MARKER, RESULTS, ROOT, TABLES, DocTable
 from tisa.doc_tables.glue import GLUE_SUMMARY
@@ -55,7 +56,7 @@ __all__ = [
     "update",
 ]
 
-_MODULES = (analysis, bench, convert, demo, glue, longeval, package, pretrain)
+_MODULES = (analysis, bench, convert, demo, glue, longeval, package, pretrain, targets)
 # the pages that hold generated tables
 PAGES = ("README.md", "docs/*.md")
 # the raw files every one of which some table must read
