@@ -14,6 +14,7 @@ from tisa.convert.distill import (
     attention_loss,
     distillation_loss,
     order_loss,
+    windowed_states,
 )
 
 
@@ -79,7 +80,7 @@ def test_order_loss_compares_the_reactions_to_reordering():
     assert loss.item() == pytest.approx(0.0, abs=1e-6) and "order" not in parts
 
 
-@pytest.mark.parametrize("name", ["order_weight", "attention_weight"])
+@pytest.mark.parametrize("name", ["order_weight", "attention_weight", "long_weight"])
 def test_term_weights_are_checked(name):
     with pytest.raises(ValueError, match=f"{name} must be >= 0"):
         DistillSettings(**{name: -0.5})
@@ -181,3 +182,83 @@ def test_convert_with_the_attention_term_records_it_and_restores_sdpa(tiny_bert,
     assert teacher.config._attn_implementation == "sdpa"
     assert student.config._attn_implementation == before
     assert curve[-1]["attention"] < curve[0]["attention"]  # the term is what is trained
+
+
+def test_a_long_block_needs_to_be_longer_than_the_short_ones():
+    with pytest.raises(ValueError, match=r"long_length \(512\) must exceed max_length \(512\)"):
+        DistillSettings(long_weight=1.0, long_length=512)
+    DistillSettings(long_length=512)  # no long term: the length is not used
+
+
+def test_the_long_block_is_reproducible_and_leaves_the_short_blocks_as_they_were():
+    short = _sampler(0.0)
+    sampler = _sampler(0.0, long_weight=1.0, long_length=300)
+    a, b = sampler.long_batch(3), sampler.long_batch(3)
+    assert a.shape == (1, 300) and torch.equal(a, b)
+    assert a[0, 0] == 1 and a[0, -1] == 2
+    stream = sampler.stream.tolist()
+    body = a[0, 1:-1].tolist()
+    assert any(stream[o : o + 298] == body for o in range(len(stream) - 297))
+    assert not torch.equal(sampler.long_batch(4), a)
+    assert torch.equal(sampler.batch(3), short.batch(3))
+
+
+class _Recorder(torch.nn.Module):
+    """A stand-in base model whose hidden states tag every token with (the block it was
+    read in, its position there, its id), so a test can see where each state came from."""
+
+    def forward(self, input_ids, output_hidden_states=True):
+        from types import SimpleNamespace
+
+        b, length = input_ids.shape
+        block = torch.arange(b)[:, None].expand(b, length)
+        row = torch.arange(length)[None].expand(b, length)
+        tag = torch.stack([block, row, input_ids], -1).float()
+        return SimpleNamespace(hidden_states=(tag, tag + 0.5))
+
+
+def test_windowed_states_take_each_token_from_the_window_where_it_is_most_central():
+    ids = torch.cat([torch.tensor([1]), torch.arange(10, 30), torch.tensor([2])])[None]  # 22
+    states = windowed_states(_Recorder(), ids, window=10)  # 8 body tokens a window
+    assert len(states) == 2 and states[0].shape == (1, 22, 3)
+    block, row, token = states[0][0].long().unbind(-1)
+    assert torch.equal(token, ids[0])  # every state is of its own token
+    # windows start at body offsets 0, 4, 8, 12 (the last ends with the body): body token
+    # t is taken where it is nearest the middle (3.5 + start)
+    assert block.tolist() == [0, *[0] * 6, *[1] * 4, *[2] * 4, *[3] * 6, 3]
+    assert torch.equal(row[1:-1], torch.arange(20) - torch.tensor([0, 4, 8, 12])[block[1:-1]] + 1)
+    assert row[0] == 0 and row[-1] == 9 and block[-1] == 3
+    assert torch.equal(states[1], states[0] + 0.5)
+    short = ids[:, :9]  # one window: one ordinary pass
+    assert torch.equal(windowed_states(_Recorder(), short, 10)[0],
+                       _Recorder()(short).hidden_states[0])
+    with pytest.raises(ValueError, match=r"ids: expected one block"):
+        windowed_states(_Recorder(), torch.ones(2, 30, dtype=torch.long), 10)
+
+
+def test_windowed_states_of_a_real_model_match_its_windows(tiny_bert):
+    """On a tiny BERT: a token's stitched states are those of the window it came from."""
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(tiny_bert).eval()
+    ids = torch.randint(5, 60, (1, 70), generator=torch.Generator().manual_seed(0))
+    states = windowed_states(model, ids, window=32)
+    assert len(states) == model.config.num_hidden_layers + 1
+    body = ids[0, 1:-1]
+    start = 15  # windows of 30 body tokens at 0, 15, 30, 38: token 25 is nearest 15's middle
+    window = torch.cat([ids[0, :1], body[start : start + 30], ids[0, -1:]])[None]
+    with torch.no_grad():
+        direct = model(input_ids=window, output_hidden_states=True).hidden_states
+    for got, want in zip(states, direct, strict=True):
+        torch.testing.assert_close(got[0, 1 + 25], want[0, 1 + 25 - start])
+
+
+def test_convert_with_the_long_term_records_it(tiny_bert, texts, tmp_path):
+    metrics = _tiny_convert(tiny_bert, texts, tmp_path / "long", "--long-weight", "0.5",
+                            "--long-length", "150")
+    assert metrics["settings"]["distill"]["long_weight"] == 0.5
+    for point in metrics["distillation"]:
+        assert point["long"] > 0 and -1 <= point["long_pooled_cosine"] <= 1
+        assert point["loss"] == pytest.approx(
+            point["hidden"] + (1 - point["pooled_cosine"]) + 0.5 * point["long"], rel=1e-4
+        )

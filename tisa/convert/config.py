@@ -37,6 +37,13 @@ class DistillSettings:
             models run eager attention and the loss adds the mean KL divergence from the
             teacher's attention probabilities to the student's, over every layer, head
             and query (:func:`tisa.convert.distill.attention_loss`).
+        long_weight: weight of the long-input term (0: none). When above 0, every step
+            also draws one block of ``long_length`` tokens; the teacher reads it in
+            windows of ``max_length`` tokens whose starts are half a window apart, each
+            token taking the teacher's states from the window in which it lies nearest the
+            middle (:func:`tisa.convert.distill.windowed_states`), and the student, reading
+            the whole block in one pass, is fitted to those states as to a short block's.
+        long_length: tokens of the long block (more than ``max_length``).
         warmup: share of the steps with a linearly rising learning rate.
         seed: seed of the block sampler and of the conversion.
         save_every: checkpoint interval in steps.
@@ -52,6 +59,8 @@ class DistillSettings:
     pooled_weight: float = 1.0
     order_weight: float = 0.0
     attention_weight: float = 0.0
+    long_weight: float = 0.0
+    long_length: int = 2048
     warmup: float = 0.1
     seed: int = 0
     save_every: int = 50
@@ -76,9 +85,15 @@ class DistillSettings:
                 f"pooled_weight must be >= 0 and warmup in [0, 1), got {self.pooled_weight!r}, "
                 f"{self.warmup!r}"
             )
-        for name in ("order_weight", "attention_weight"):
+        for name in ("order_weight", "attention_weight", "long_weight"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        check_int(self.long_length, "long_length", minimum=4)
+        if self.long_weight > 0 and self.long_length <= self.max_length:
+            raise ValueError(
+                f"long_length ({self.long_length}) must exceed max_length ({self.max_length}) "
+                "when long_weight is above 0"
+            )
 
 
 def _optional_int(name: str):

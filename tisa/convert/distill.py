@@ -22,7 +22,13 @@ part of ||h_l^T||^2). With ``attention_weight`` above 0 the loss adds
 
 the divergence of the student's attention probabilities A^S from the teacher's, row by
 row: the hidden-state term sees a head's attention only through what it writes, so a
-head can attend elsewhere and still match its output on the text it was fitted on.
+head can attend elsewhere and still match its output on the text it was fitted on. With
+``long_weight`` above 0 each step also draws one block longer than the teacher's table
+(``long_length`` tokens), which the student reads in one pass. Its target is the teacher
+read in overlapping windows of ``max_length`` tokens, each token's states taken from the
+window in which it lies nearest the middle (:func:`windowed_states`): what the original
+makes of each token with the context around it. The loss adds ``long_weight`` times the
+first line above (hidden states and pooled embedding) on that block.
 ``train="scoring"`` trains only
 the scoring parameters (a few thousand numbers; the rest of the model stays the
 original's), ``train="all"`` trains every parameter, the scoring ones at their own
@@ -60,7 +66,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "DistillSettings", "LengthSampler", "attention_loss", "distill", "distillation_loss",
-    "order_loss", "row_kl",
+    "order_loss", "row_kl", "windowed_states",
 ]
 
 
@@ -72,14 +78,14 @@ class LengthSampler:
     all from a generator seeded with (seed, t): a resumed run draws the same batches.
 
     With ``settings.order_weight > 0`` the batch is ``n = max(1, tokens // L // 2)``
-    blocks followed by their ``n`` twins (:meth:`twins`), in the same order.
+    blocks followed by their ``n`` twins (:meth:`twins`), in the same order. With
+    ``settings.long_weight > 0``, :meth:`long_batch` draws the step's long block.
     """
 
     def __init__(self, stream: Tensor, *, first: int, last: int, settings: DistillSettings) -> None:
-        if stream.dim() != 1 or stream.numel() < settings.max_length:
-            raise ValueError(
-                f"stream: expected at least {settings.max_length} tokens, got {stream.numel()}"
-            )
+        need = max(settings.max_length, settings.long_length if settings.long_weight else 0)
+        if stream.dim() != 1 or stream.numel() < need:
+            raise ValueError(f"stream: expected at least {need} tokens, got {stream.numel()}")
         self.stream, self.first, self.last, self.settings = stream, first, last, settings
 
     def batch(self, step: int) -> Tensor:
@@ -98,6 +104,16 @@ class LengthSampler:
             body = torch.cat([body, self.twins(body, g)])
         n = body.shape[0]
         return torch.cat([torch.full((n, 1), self.first), body, torch.full((n, 1), self.last)], 1)
+
+    def long_batch(self, step: int) -> Tensor:
+        """(1, long_length) token ids of step ``step``'s long block, from a generator of
+        its own (the short blocks are drawn as without it)."""
+        s = self.settings
+        g = torch.Generator().manual_seed((s.seed * 1_000_003 + step) ^ 0x5DEECE66D)
+        length = s.long_length
+        start = int(torch.randint(0, self.stream.numel() - (length - 2) + 1, (), generator=g))
+        body = self.stream[start : start + length - 2]
+        return torch.cat([torch.tensor([self.first]), body, torch.tensor([self.last])])[None]
 
     @staticmethod
     def twins(body: Tensor, generator: torch.Generator) -> Tensor:
@@ -153,6 +169,48 @@ def distillation_loss(
     ).mean()
     loss = hidden + pooled_weight * (1 - cos)
     return loss, {"hidden": float(hidden.detach()), "pooled_cosine": float(cos.detach())}
+
+
+@torch.no_grad()
+def windowed_states(model: nn.Module, ids: Tensor, window: int) -> tuple[Tensor, ...]:
+    """Every layer's hidden states of a long block as ``model`` makes them in windows.
+
+    Args:
+        model: a base model (``output_hidden_states`` gives the embeddings' output, then
+            one tensor per layer).
+        ids: (1, L) ids ``[first] body [last]``.
+        window: the tokens of one window, ``[first] body[o : o + window - 2] [last]``;
+            windows start half a window apart, the last one ending with the body.
+
+    Returns:
+        One (1, L, D) tensor per entry of ``hidden_states``: each body token's states from
+        the window whose middle is nearest to it (every window that holds it is a
+        candidate; the earlier one on a tie), ``first``'s from the first window and
+        ``last``'s from the last. With L <= ``window`` this is one ordinary pass.
+    """
+    if ids.dim() != 2 or ids.shape[0] != 1:
+        raise ValueError(f"ids: expected one block (1, L), got {tuple(ids.shape)}")
+    if window < 4:
+        raise ValueError(f"window: expected at least 4 tokens, got {window}")
+    if ids.shape[1] <= window:
+        return tuple(model(input_ids=ids, output_hidden_states=True).hidden_states)
+    body, width = ids[0, 1:-1], window - 2
+    n = body.numel()
+    stride = max(1, width // 2)
+    starts = list(range(0, n - width, stride)) + [n - width]
+    blocks = torch.stack([torch.cat([ids[0, :1], body[o : o + width], ids[0, -1:]])
+                          for o in starts])
+    states = model(input_ids=blocks, output_hidden_states=True).hidden_states
+    t = torch.arange(n)
+    first = torch.tensor(starts)
+    middle = first + (width - 1) / 2
+    inside = (t[:, None] >= first[None]) & (t[:, None] < first[None] + width)
+    distance = (t[:, None] - middle[None]).abs().masked_fill(~inside, math.inf)
+    chosen = distance.argmin(1)  # the first minimum: the earlier window on a tie
+    rows = chosen, t - first[chosen] + 1  # window, its row of the token
+    return tuple(
+        torch.cat([h[0, :1], h[rows], h[-1, -1:]])[None] for h in states
+    )
 
 
 def order_loss(student_hidden: Sequence[Tensor], teacher_hidden: Sequence[Tensor]) -> Tensor:
@@ -293,8 +351,8 @@ def distill(
     Returns:
         The loss curve: one dict per step (``step``, ``loss``, ``hidden``,
         ``pooled_cosine``, ``order`` with ``order_weight`` above 0, ``attention``
-        with ``attention_weight`` above 0, ``length``,
-        ``seconds``).
+        with ``attention_weight`` above 0, ``long`` and ``long_pooled_cosine`` with
+        ``long_weight`` above 0, ``length``, ``seconds``).
     """
     folder = Path(checkpoint_dir)
     teacher_base = getattr(teacher, "base_model", teacher).eval()
@@ -307,9 +365,10 @@ def distill(
     start = 0
     saved = _load(folder)
     if saved is not None:
-        # checkpoints from before order_weight and attention_weight existed were made
-        # without those terms
-        older = {"order_weight": 0.0, "attention_weight": 0.0}
+        # checkpoints from before the order, attention and long-input terms existed were
+        # made without them
+        older = {"order_weight": 0.0, "attention_weight": 0.0, "long_weight": 0.0,
+                 "long_length": 2048}
         if {**older, **saved.get("settings", {})} != asdict(settings):
             raise ValueError(
                 f"checkpoint {folder}: made with other settings ({saved.get('settings')}); "
@@ -356,6 +415,14 @@ def _steps(teacher_base, student, sampler, settings, optimizer, scheduler, *,
             divergence = attention_loss(student_out.attentions, teacher_out.attentions)
             loss = loss + settings.attention_weight * divergence
             parts["attention"] = float(divergence.detach())
+        if settings.long_weight > 0:
+            long_ids = sampler.long_batch(step)
+            long_want = windowed_states(teacher_base, long_ids, settings.max_length)
+            long_got = student_base(input_ids=long_ids, output_hidden_states=True).hidden_states
+            long_loss, long_parts = distillation_loss(long_got, long_want, settings.pooled_weight)
+            loss = loss + settings.long_weight * long_loss
+            parts["long"] = float(long_loss.detach())
+            parts["long_pooled_cosine"] = long_parts["pooled_cosine"]
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
