@@ -84,6 +84,29 @@ def test_a_hard_window_is_a_setting_of_the_copy(tiny_tisa, tmp_path):
         assert not torch.allclose(a(long).last_hidden_state, b(long).last_hidden_state, atol=1e-3)
 
 
+def test_another_conversion_is_a_variant_with_its_own_weights(tiny_tisa, tmp_path):
+    """NAME=@FOLDER scores another converted model folder (a copy of it) beside the model
+    as converted; a folder without a converted model is named."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    other = tmp_path / "other"
+    shutil.copytree(tiny_tisa, other)
+    weights = load_file(other / "model.safetensors")
+    save_file({k: v + 0.01 if v.is_floating_point() else v for k, v in weights.items()},
+              other / "model.safetensors")
+    variant = variants.parse_variant(f"long={other}".replace("=", "=@", 1))
+    assert variant.folder == other and not variant.is_baseline
+    copy = variants.variant_folder(Path(tiny_tisa), tmp_path / "models" / "long", variant)
+    assert torch.equal(load_file(copy / "model.safetensors")["embeddings.word_embeddings.weight"],
+                       load_file(other / "model.safetensors")["embeddings.word_embeddings.weight"])
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    with pytest.raises(ValueError, match="holds no converted model"):
+        variants.parse_variant(f"x=@{plain}")
+
+
 @pytest.mark.parametrize("spec, message", [
     ("x=length_scale=1", "length_scale"),
     ("x=far_offset=-1", "far_offset"),
@@ -93,6 +116,7 @@ def test_a_hard_window_is_a_setting_of_the_copy(tiny_tisa, tmp_path):
     ("x=attention_window=0", "attention_window"),
     ("x=depth=3", "KEY one of length_scale, attention_window, far_offset, far_slope"),
     ("=length_scale=4", "expected NAME"),
+    ("x=@", "holds no converted model"),
 ])
 def test_a_bad_variant_is_named(spec, message):
     with pytest.raises(ValueError, match=message):

@@ -7,9 +7,11 @@ attention window within it (``experiments/attention_window.py``).
     python experiments/length_scale.py runs/convert --output-dir runs/length-scale
     python experiments/far_window.py runs/convert --output-dir runs/far-window
 
-Each ``--variants`` entry is ``NAME`` (the model as converted, the baseline) or
-``NAME=KEY=VALUE[,KEY=VALUE...]``, a copy of the converted model (``CONVERT_DIR/model``)
-whose ``config.json`` changes only those settings (the weights stay):
+Each ``--variants`` entry is ``NAME`` (the model as converted, the baseline),
+``NAME=@FOLDER``, a copy of another converted model folder (another conversion's weights,
+e.g. one made with other distillation settings), or ``NAME=KEY=VALUE[,KEY=VALUE...]``, a
+copy of the converted model (``CONVERT_DIR/model``) whose ``config.json`` changes only
+those settings (the weights stay):
 
 - ``length_scale=N`` (or ``none``): logits of a query that sees n > N keys multiplied by
   log n / log N (:class:`tisa.hf.TisaSettings`);
@@ -57,10 +59,16 @@ KEYS = {"length_scale": (), "attention_window": (), "far_offset": ("scoring",),
 
 @dataclass(frozen=True)
 class Variant:
-    """A name and the settings it changes (empty: the model as converted)."""
+    """A name and the settings it changes (empty: the model as converted), or another
+    converted model folder to score in its place."""
 
     name: str
     changes: dict[str, Any] = field(default_factory=dict)
+    folder: Path | None = None
+
+    @property
+    def is_baseline(self) -> bool:
+        return not self.changes and self.folder is None
 
 
 def _value(key: str, text: str) -> Any:
@@ -79,11 +87,19 @@ def _value(key: str, text: str) -> Any:
 
 
 def parse_variant(spec: str) -> Variant:
-    """``NAME`` or ``NAME=KEY=VALUE[,KEY=VALUE...]`` (see the module docstring);
-    a ``ValueError`` names what is wrong."""
+    """``NAME``, ``NAME=@FOLDER`` or ``NAME=KEY=VALUE[,KEY=VALUE...]`` (see the module
+    docstring); a ``ValueError`` names what is wrong."""
     name, _, rest = spec.partition("=")
     if not name or "/" in name:
-        raise ValueError(f"{spec!r}: expected NAME or NAME=KEY=VALUE[,KEY=VALUE...]")
+        raise ValueError(
+            f"{spec!r}: expected NAME, NAME=@FOLDER or NAME=KEY=VALUE[,KEY=VALUE...]")
+    if rest.startswith("@"):
+        folder = Path(rest[1:])
+        if not (folder / "config.json").is_file() or "tisa" not in json.loads(
+                (folder / "config.json").read_text()):
+            raise ValueError(f"{spec!r}: {folder} holds no converted model (config.json "
+                             "with TISA settings)")
+        return Variant(name, folder=folder)
     changes: dict[str, Any] = {}
     for item in filter(None, rest.split(",")):
         key, eq, text = item.partition("=")
@@ -107,8 +123,11 @@ def _config(model: Path, variant: Variant) -> dict[str, Any]:
 
 
 def variant_folder(model: Path, folder: Path, variant: Variant) -> Path:
-    """A copy of ``model`` in ``folder`` with ``variant``'s settings in its config (an
-    existing copy is kept only if it has the same weights and the same config)."""
+    """A copy of ``model`` (of ``variant.folder`` when it names one) in ``folder`` with
+    ``variant``'s settings in its config (an existing copy is kept only if it has the same
+    weights and the same config)."""
+    if variant.folder is not None:
+        model = variant.folder
     config = _config(model, variant)
     weights = "model.safetensors"
     if (folder / "config.json").is_file() and (folder / weights).is_file():
@@ -146,7 +165,7 @@ def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
     names = [v.name for v in chosen_variants]
     if len(set(names)) != len(names):
         parser.error(f"--variants: each name once, got {names}")
-    baselines = [v for v in chosen_variants if not v.changes]
+    baselines = [v for v in chosen_variants if v.is_baseline]
     if len(baselines) != 1 or len(chosen_variants) < 2:
         parser.error("--variants: give the model as converted (a NAME without settings) "
                      "once, and at least one variant to compare with it")
@@ -190,6 +209,7 @@ def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
     selection = {
         "variants": names,
         "changes": {v.name: v.changes for v in chosen_variants},
+        "folders": {v.name: str(v.folder) for v in chosen_variants if v.folder is not None},
         "baseline": baseline,
         "chosen": chosen,
         "mean_acc1": means,
