@@ -96,21 +96,28 @@ def profile_grid(fit: LayerFit, *, max_offset: int = 64) -> Figure:
 
 
 def distillation_figure(curve: list[dict]) -> Figure:
-    """Loss and pooled-embedding cosine per step (with a running mean)."""
+    """Loss and pooled-embedding cosine per step (with a running mean); with the long-input
+    term, the long block's as well."""
     fig = Figure(figsize=(9, 3.2), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
     steps = np.array([c["step"] for c in curve])
-    for ax, key, label in (
-        (ax1, "hidden", "hidden-state loss (relative MSE)"),
-        (ax2, "pooled_cosine", "cosine of pooled embeddings"),
+    long = bool(curve) and "long" in curve[0]
+    for ax, key, label, color in (
+        (ax1, "hidden", "hidden-state loss (relative MSE)", "tab:blue"),
+        (ax2, "pooled_cosine", "cosine of pooled embeddings", "tab:blue"),
+        *(((ax1, "long", "", "tab:orange"), (ax2, "long_pooled_cosine", "", "tab:orange"))
+          if long else ()),
     ):
         values = np.array([c[key] for c in curve])
-        ax.plot(steps, values, color="0.75", lw=0.8, label="per step")
+        ax.plot(steps, values, color="0.75", lw=0.8, label="per step" if not label else None)
         window = max(1, len(values) // 20)
         smooth = np.convolve(values, np.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1 :], smooth, color="tab:blue", lw=1.5, label=f"mean of {window}")
+        block = "long block" if key.startswith("long") else "blocks up to the table"
+        ax.plot(steps[window - 1 :], smooth, color=color, lw=1.5,
+                label=f"mean of {window}" + (f", {block}" if long else ""))
         ax.set_xlabel("step")
-        ax.set_title(label, fontsize=9)
+        if label:
+            ax.set_title(label, fontsize=9)
         ax.grid(alpha=0.3)
     ax1.set_yscale("log")
     ax1.legend(fontsize=7)
