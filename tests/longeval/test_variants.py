@@ -138,3 +138,7 @@ def test_needs_a_converted_model_and_the_model_as_converted(tmp_path, capsys):
     with pytest.raises(SystemExit):
         variants.main([str(tmp_path), "--variants", "a", "b=far_slope=-1"])
     assert "--variants: 'b=far_slope=-1': far_slope" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        variants.main([str(tmp_path), "--output-dir", str(tmp_path / "out"), "--variants",
+                       "a", "b=far_slope=2", "--tasks", "passkey", "haystack"])
+    assert "haystack" in capsys.readouterr().err

@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
                         help=f"the settings to compare (default: {' '.join(variants)})")
     parser.add_argument("--lengths", nargs="+", type=int, default=[2048, 4096])
     parser.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
+    parser.add_argument("--tasks", nargs="+", default=None,
+                        help="only these tasks (default: every task of tisa longeval)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--no-progress", dest="progress", action="store_false")
     args = parser.parse_args(argv)
@@ -171,19 +173,22 @@ def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
                      "once, and at least one variant to compare with it")
     baseline = baselines[0].name
 
-    folders = {
-        v.name: str(variant_folder(model, args.output_dir / "models" / v.name, v))
-        for v in chosen_variants
-    }
-    config = LongEvalConfig(
-        models=tuple(folders.values()),
-        output_dir=str(args.output_dir / "longeval"),
-        lengths=tuple(args.lengths),
-        strategies=("truncate",),  # not used: every model here is a TISA model
-        seeds=tuple(args.seeds),
-        threads=args.threads,
-        progress=args.progress,
-    )
+    folders = {v.name: str(args.output_dir / "models" / v.name) for v in chosen_variants}
+    try:
+        config = LongEvalConfig(
+            models=tuple(folders.values()),
+            output_dir=str(args.output_dir / "longeval"),
+            lengths=tuple(args.lengths),
+            strategies=("truncate",),  # not used: every model here is a TISA model
+            seeds=tuple(args.seeds),
+            **({"tasks": tuple(args.tasks)} if args.tasks else {}),
+            threads=args.threads,
+            progress=args.progress,
+        )
+    except ValueError as err:
+        parser.error(str(err))
+    for v in chosen_variants:  # the copies, once the settings are known to be valid
+        variant_folder(model, Path(folders[v.name]), v)
     results = longeval(config).results
 
     by_model: dict[str, dict[str, list[float]]] = {}
@@ -216,7 +221,7 @@ def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
         "against_baseline": against,
         # the weights each variant was scored with (its copy of the model folder)
         "weights_sha256": {n: sha256_file(Path(folders[n]) / "model.safetensors") for n in names},
-        "settings": {"lengths": args.lengths, "seeds": args.seeds,
+        "settings": {"lengths": args.lengths, "seeds": args.seeds, "tasks": list(config.tasks),
                      "depths": list(config.depths), "candidates": config.candidates},
         "provenance": run_metadata(),
     }
