@@ -347,3 +347,43 @@ def convert_near_runs(root: Path) -> str:
         rows,
         align="lrlrrrr" + "r" * len(lengths or []) + "l",
     )
+
+
+#: the default conversion made again on AMD EPYC, and the same with the long-input term
+CONVERT_RERUN = f"{RESULTS}/convert/minilm/rerun/metrics.json"
+CONVERT_LONG = f"{RESULTS}/convert/minilm/long-1/metrics.json"
+
+
+@table("convert-long-runs", CONVERT_RERUN, CONVERT_LONG)
+def convert_long_runs(root: Path) -> str:
+    """The default conversion and the one with the long-input term, made on the same CPU:
+    short-input figures, agreement with the original's chunks by length, the long block's
+    own terms along the distillation, and the time."""
+    rows, lengths = [], None
+    for path in (CONVERT_RERUN, CONVERT_LONG):
+        m = read_json(root, path)
+        curve = m["distillation"]
+        late = [c for c in curve[-50:] if "long" in c]
+        settings = settings_text(m["settings"]["distill"], num_kernels=m["settings"]["num_kernels"],
+                                 near_offsets=m["settings"].get("near_offsets"))
+        agreement = {p["length"]: p["agreement"] for p in m["lengths"] if p["length"] > 512}
+        lengths = lengths or sorted(agreement)
+        t = m["timings"]
+        rows.append([
+            settings, f"{m['converted']['sts_spearman']:.4f}",
+            f"{m['converted']['fidelity']['mean']:.4f}",
+            *(f"{agreement[n]:.3f}" for n in lengths),
+            f"{sum(c['long'] for c in late) / len(late):.3f}" if late else "-",
+            f"{sum(c['long_pooled_cosine'] for c in late) / len(late):.4f}" if late else "-",
+            f"{t['fit_s'] / 60:.1f} + {t['distill_s'] / 60:.1f} min",
+            f"`{m['weights_sha256'][:12]}`",
+        ])
+    prov = read_json(root, CONVERT_LONG).get("provenance") or {}
+    columns = ["conversion", "STS-B dev Spearman", "fidelity (short sentences)",
+               *(f"agreement with the chunked original, {grouped(n)}" for n in lengths),
+               "long block: hidden-state term, steps 251-300", "its pooled cosine",
+               "fit + distillation", "weights (SHA-256)"]
+    note = (f"\n\n{prov.get('threads')} threads on {prov.get('cpu')}, torch {prov.get('torch')}; "
+            f"the original's STS-B dev Spearman "
+            f"{read_json(root, CONVERT_LONG)['original']['sts_spearman']:.4f}\n")
+    return markdown_table(columns, rows, align="l" + "r" * (len(columns) - 2) + "l") + note
