@@ -216,3 +216,15 @@ def longeval_attention_window(root: Path) -> str:
     """The converted model with a hard attention window minus the model as converted, on
     the held-out seeds of ``experiments/attention_window.py``, and the setting it chose."""
     return _variants_table(read_json(root, ATTENTION_WINDOW))
+
+
+#: the conversion with the long-input term against the default, held out
+#: (``experiments/long_distill.py``)
+LONG_DISTILL = f"{RESULTS}/longeval/long-distill/selection.json"
+
+
+@table("longeval-long-distill", LONG_DISTILL)
+def longeval_long_distill(root: Path) -> str:
+    """The conversion distilled on long blocks too minus the default conversion, on the
+    held-out seeds of ``experiments/long_distill.py``, and the choice."""
+    return _variants_table(read_json(root, LONG_DISTILL))
