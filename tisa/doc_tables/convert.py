@@ -360,8 +360,8 @@ def convert_long_runs(root: Path) -> str:
     short-input figures, agreement with the original's chunks by length, the long block's
     own terms along the distillation, and the time."""
     rows, lengths = [], None
-    for path in (CONVERT_RERUN, CONVERT_LONG):
-        m = read_json(root, path)
+    runs = [read_json(root, path) for path in (CONVERT_RERUN, CONVERT_LONG)]
+    for m in runs:
         curve = m["distillation"]
         late = [c for c in curve[-50:] if "long" in c]
         settings = settings_text(m["settings"]["distill"], num_kernels=m["settings"]["num_kernels"],
@@ -378,12 +378,12 @@ def convert_long_runs(root: Path) -> str:
             f"{t['fit_s'] / 60:.1f} + {t['distill_s'] / 60:.1f} min",
             f"`{m['weights_sha256'][:12]}`",
         ])
-    prov = read_json(root, CONVERT_LONG).get("provenance") or {}
+    prov = runs[-1].get("provenance") or {}
     columns = ["conversion", "STS-B dev Spearman", "fidelity (short sentences)",
                *(f"agreement with the chunked original, {grouped(n)}" for n in lengths),
                "long block: hidden-state term, steps 251-300", "its pooled cosine",
                "fit + distillation", "weights (SHA-256)"]
     note = (f"\n\n{prov.get('threads')} threads on {prov.get('cpu')}, torch {prov.get('torch')}; "
             f"the original's STS-B dev Spearman "
-            f"{read_json(root, CONVERT_LONG)['original']['sts_spearman']:.4f}\n")
+            f"{runs[-1]['original']['sts_spearman']:.4f}\n")
     return markdown_table(columns, rows, align="l" + "r" * (len(columns) - 2) + "l") + note

@@ -386,6 +386,18 @@ GLUE_PER_MODEL_RATES = {
 }
 
 
+def per_model_scores(root: Path, task: str) -> tuple[dict[int, float], dict[int, float]]:
+    """(converted, original): seed -> dev score of ``task`` at the per-model rates, from the
+    runs each has finished."""
+
+    def scores(folder: str) -> dict[int, float]:
+        found = sorted((root / folder).glob(f"runs/{task}/none/seed-*/result.json"))
+        read = [read_json(root, str(p.relative_to(root))) for p in found]
+        return {int(r["seed"]): float(r["score"]) for r in read}
+
+    return scores(GLUE_PER_MODEL_RATES["converted"]), scores(GLUE_PER_MODEL_RATES["original"])
+
+
 @table(
     "glue-per-model-rates",
     *(f"{folder}/**/*.json" for folder in GLUE_PER_MODEL_RATES.values()),
@@ -398,15 +410,9 @@ def glue_per_model_rates(root: Path) -> str:
     by both are named."""
     from scipy import stats
 
-    def scores(folder: str, task: str) -> dict[int, float]:
-        found = sorted((root / folder).glob(f"runs/{task}/none/seed-*/result.json"))
-        read = [read_json(root, str(p.relative_to(root))) for p in found]
-        return {int(r["seed"]): float(r["score"]) for r in read}
-
-    original, converted = GLUE_PER_MODEL_RATES["original"], GLUE_PER_MODEL_RATES["converted"]
     rows, pvalues, missing = [], [], []
     for task, label in GLUE_TASKS:
-        a, b = scores(converted, task), scores(original, task)
+        a, b = per_model_scores(root, task)
         if len(set(a) & set(b)) < 5:
             missing.append(f"{label} ({len(set(a) & set(b))} of 5 seeds)")
             continue

@@ -17,7 +17,7 @@ from tisa.doc_tables.convert import (
     CONVERT_SELECTION_RERUN,
     CONVERT_WORD_ORDER,
 )
-from tisa.doc_tables.glue import GLUE_PER_MODEL_RATES, GLUE_SUMMARY, GLUE_TASKS
+from tisa.doc_tables.glue import GLUE_PER_MODEL_RATES, GLUE_SUMMARY, GLUE_TASKS, per_model_scores
 from tisa.doc_tables.longeval import LONGEVAL, LONGEVAL_8192
 from tisa.glue.results import paired_comparison
 from tisa.reports.markdown import markdown_table
@@ -92,16 +92,9 @@ def _glue_protocol(root: Path) -> list[str]:
 
 def _glue_per_model(root: Path) -> list[str]:
     """The same at the rate each model's held-out sweep chose, over the tasks both have."""
-
-    def scores(folder: str, task: str) -> dict[int, float]:
-        found = sorted((root / folder).glob(f"runs/{task}/none/seed-*/result.json"))
-        read = [read_json(root, str(p.relative_to(root))) for p in found]
-        return {int(r["seed"]): float(r["score"]) for r in read}
-
     found, missing = [], []
     for task, label in GLUE_TASKS:
-        a = scores(GLUE_PER_MODEL_RATES["converted"], task)
-        b = scores(GLUE_PER_MODEL_RATES["original"], task)
+        a, b = per_model_scores(root, task)
         if len(set(a) & set(b)) < 5:
             missing.append(label)
             continue
