@@ -262,3 +262,19 @@ def test_convert_with_the_long_term_records_it(tiny_bert, texts, tmp_path):
         assert point["loss"] == pytest.approx(
             point["hidden"] + (1 - point["pooled_cosine"]) + 0.5 * point["long"], rel=1e-4
         )
+
+
+def test_long_every_draws_the_long_block_on_every_kth_step_only(tiny_bert, texts, tmp_path):
+    metrics = _tiny_convert(tiny_bert, texts, tmp_path / "every", "--long-weight", "0.5",
+                            "--long-length", "150", "--long-every", "2", "--steps", "3")
+    assert metrics["settings"]["distill"]["long_every"] == 2
+    curve = metrics["distillation"]
+    assert [("long" in p) for p in curve] == [True, False, True]  # steps 0 and 2
+    for point in curve:
+        assert point["loss"] == pytest.approx(
+            point["hidden"] + (1 - point["pooled_cosine"]) + 0.5 * point.get("long", 0.0),
+            rel=1e-4,
+        )
+    assert (tmp_path / "every" / "report.html").is_file()  # its figure takes the gaps
+    with pytest.raises(ValueError, match="long_every must be an integer >= 1, got 0"):
+        DistillSettings(long_every=0)

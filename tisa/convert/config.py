@@ -44,6 +44,8 @@ class DistillSettings:
             middle (:func:`tisa.convert.distill.windowed_states`), and the student, reading
             the whole block in one pass, is fitted to those states as to a short block's.
         long_length: tokens of the long block (more than ``max_length``).
+        long_every: draw the long block on every ``long_every``-th step only (steps 0,
+            K, 2K, ...), which divides the term's cost by K.
         warmup: share of the steps with a linearly rising learning rate.
         seed: seed of the block sampler and of the conversion.
         save_every: checkpoint interval in steps.
@@ -61,6 +63,7 @@ class DistillSettings:
     attention_weight: float = 0.0
     long_weight: float = 0.0
     long_length: int = 2048
+    long_every: int = 1
     warmup: float = 0.1
     seed: int = 0
     save_every: int = 50
@@ -89,6 +92,7 @@ class DistillSettings:
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         check_int(self.long_length, "long_length", minimum=4)
+        check_int(self.long_every, "long_every")
         if self.long_weight > 0 and self.long_length <= self.max_length:
             raise ValueError(
                 f"long_length ({self.long_length}) must exceed max_length ({self.max_length}) "

@@ -28,7 +28,8 @@ head can attend elsewhere and still match its output on the text it was fitted o
 read in overlapping windows of ``max_length`` tokens, each token's states taken from the
 window in which it lies nearest the middle (:func:`windowed_states`): what the original
 makes of each token with the context around it. The loss adds ``long_weight`` times the
-first line above (hidden states and pooled embedding) on that block.
+first line above (hidden states and pooled embedding) on that block; with
+``long_every`` K above 1, only every K-th step draws one.
 ``train="scoring"`` trains only
 the scoring parameters (a few thousand numbers; the rest of the model stays the
 original's), ``train="all"`` trains every parameter, the scoring ones at their own
@@ -352,7 +353,8 @@ def distill(
         The loss curve: one dict per step (``step``, ``loss``, ``hidden``,
         ``pooled_cosine``, ``order`` with ``order_weight`` above 0, ``attention``
         with ``attention_weight`` above 0, ``long`` and ``long_pooled_cosine`` with
-        ``long_weight`` above 0, ``length``, ``seconds``).
+        ``long_weight`` above 0 on the steps that draw a long block, ``length``,
+        ``seconds``).
     """
     folder = Path(checkpoint_dir)
     teacher_base = getattr(teacher, "base_model", teacher).eval()
@@ -368,7 +370,7 @@ def distill(
         # checkpoints from before the order, attention and long-input terms existed were
         # made without them
         older = {"order_weight": 0.0, "attention_weight": 0.0, "long_weight": 0.0,
-                 "long_length": 2048}
+                 "long_length": 2048, "long_every": 1}
         if {**older, **saved.get("settings", {})} != asdict(settings):
             raise ValueError(
                 f"checkpoint {folder}: made with other settings ({saved.get('settings')}); "
@@ -415,7 +417,7 @@ def _steps(teacher_base, student, sampler, settings, optimizer, scheduler, *,
             divergence = attention_loss(student_out.attentions, teacher_out.attentions)
             loss = loss + settings.attention_weight * divergence
             parts["attention"] = float(divergence.detach())
-        if settings.long_weight > 0:
+        if settings.long_weight > 0 and step % settings.long_every == 0:
             long_ids = sampler.long_batch(step)
             long_want = windowed_states(teacher_base, long_ids, settings.max_length)
             long_got = student_base(input_ids=long_ids, output_hidden_states=True).hidden_states

@@ -100,7 +100,6 @@ def distillation_figure(curve: list[dict]) -> Figure:
     term, the long block's as well."""
     fig = Figure(figsize=(9, 3.2), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
-    steps = np.array([c["step"] for c in curve])
     long = bool(curve) and "long" in curve[0]
     for ax, key, label, color in (
         (ax1, "hidden", "hidden-state loss (relative MSE)", "tab:blue"),
@@ -108,12 +107,13 @@ def distillation_figure(curve: list[dict]) -> Figure:
         *(((ax1, "long", "", "tab:orange"), (ax2, "long_pooled_cosine", "", "tab:orange"))
           if long else ()),
     ):
-        values = np.array([c[key] for c in curve])
-        ax.plot(steps, values, color="0.75", lw=0.8, label="per step" if not label else None)
+        kept = [c for c in curve if key in c]  # a long block on every long_every-th step
+        at, values = np.array([c["step"] for c in kept]), np.array([c[key] for c in kept])
+        ax.plot(at, values, color="0.75", lw=0.8, label="per step" if not label else None)
         window = max(1, len(values) // 20)
         smooth = np.convolve(values, np.ones(window) / window, mode="valid")
         block = "long block" if key.startswith("long") else "blocks up to the table"
-        ax.plot(steps[window - 1 :], smooth, color=color, lw=1.5,
+        ax.plot(at[window - 1 :], smooth, color=color, lw=1.5,
                 label=f"mean of {window}" + (f", {block}" if long else ""))
         ax.set_xlabel("step")
         if label:
