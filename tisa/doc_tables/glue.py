@@ -386,33 +386,30 @@ GLUE_PER_MODEL_RATES = {
 }
 
 
+def protocol_scores(root: Path, folder: str, task: str) -> dict[int, float]:
+    """seed -> dev score of ``task`` from the runs of one protocol folder that have finished."""
+    found = sorted((root / folder).glob(f"runs/{task}/none/seed-*/result.json"))
+    read = [read_json(root, str(p.relative_to(root))) for p in found]
+    return {int(r["seed"]): float(r["score"]) for r in read}
+
+
 def per_model_scores(root: Path, task: str) -> tuple[dict[int, float], dict[int, float]]:
     """(converted, original): seed -> dev score of ``task`` at the per-model rates, from the
     runs each has finished."""
-
-    def scores(folder: str) -> dict[int, float]:
-        found = sorted((root / folder).glob(f"runs/{task}/none/seed-*/result.json"))
-        read = [read_json(root, str(p.relative_to(root))) for p in found]
-        return {int(r["seed"]): float(r["score"]) for r in read}
-
-    return scores(GLUE_PER_MODEL_RATES["converted"]), scores(GLUE_PER_MODEL_RATES["original"])
+    return (protocol_scores(root, GLUE_PER_MODEL_RATES["converted"], task),
+            protocol_scores(root, GLUE_PER_MODEL_RATES["original"], task))
 
 
-@table(
-    "glue-per-model-rates",
-    *(f"{folder}/**/*.json" for folder in GLUE_PER_MODEL_RATES.values()),
-    *(f"{folder}/**/*.csv" for folder in GLUE_PER_MODEL_RATES.values()),
-)
-def glue_per_model_rates(root: Path) -> str:
-    """Converted - original on each task of the protocol, each at its chosen rate: mean ±
-    sd over the paired seeds, the difference with its t interval (and whether it lies
-    wholly below 0), paired t p-values with Holm over the tasks shown; tasks not finished
-    by both are named."""
+def paired_protocol_table(root: Path, converted: str, original: str) -> str:
+    """Converted - original on each task of the protocol: mean ± sd over the paired seeds,
+    the difference with its t interval (and whether it lies wholly below 0), paired t
+    p-values with Holm over the tasks shown; tasks not finished by both are named."""
     from scipy import stats
 
     rows, pvalues, missing = [], [], []
     for task, label in GLUE_TASKS:
-        a, b = per_model_scores(root, task)
+        a = protocol_scores(root, converted, task)
+        b = protocol_scores(root, original, task)
         if len(set(a) & set(b)) < 5:
             missing.append(f"{label} ({len(set(a) & set(b))} of 5 seeds)")
             continue
@@ -440,3 +437,48 @@ def glue_per_model_rates(root: Path) -> str:
     if missing:
         text += f"\nNot finished by both: {', '.join(missing)}.\n"
     return text
+
+
+@table(
+    "glue-per-model-rates",
+    *(f"{folder}/**/*.json" for folder in GLUE_PER_MODEL_RATES.values()),
+    *(f"{folder}/**/*.csv" for folder in GLUE_PER_MODEL_RATES.values()),
+)
+def glue_per_model_rates(root: Path) -> str:
+    """Converted - original on each task of the protocol, each at its chosen rate (see
+    :func:`paired_protocol_table`)."""
+    return paired_protocol_table(
+        root, GLUE_PER_MODEL_RATES["converted"], GLUE_PER_MODEL_RATES["original"])
+
+
+#: the five-task protocol (3 epochs at 5e-5, as for all-MiniLM-L6-v2) on the second
+#: encoder, paraphrase-MiniLM-L3-v2, and on its default conversion
+GLUE_L3 = {
+    "original": f"{RESULTS}/glue/l3-original",
+    "converted": f"{RESULTS}/glue/l3-converted",
+}
+#: the conversion the L3 protocol fine-tunes: its metrics.json (the file's SHA-256; the
+#: protocol's model.json hashes the same folder's weight files with their names)
+CONVERT_L3_RERUN = f"{RESULTS}/convert/l3/rerun/metrics.json"
+
+
+@table(
+    "glue-l3",
+    *(f"{folder}/**/*.json" for folder in GLUE_L3.values()),
+    *(f"{folder}/**/*.csv" for folder in GLUE_L3.values()),
+    CONVERT_L3_RERUN,
+)
+def glue_l3(root: Path) -> str:
+    """paraphrase-MiniLM-L3-v2 and its conversion on the five-task protocol (see
+    :func:`paired_protocol_table`), with the conversion's own figures and weights."""
+    text = paired_protocol_table(root, GLUE_L3["converted"], GLUE_L3["original"])
+    made = read_json(root, CONVERT_L3_RERUN)
+    prov = made["provenance"]
+    return text + (
+        f"\nThe conversion: zero-shot STS-B dev Spearman {made['converted']['sts_spearman']:.4f}"
+        f" (original {made['original']['sts_spearman']:.4f}), fidelity "
+        f"{made['converted']['fidelity']['mean']:.4f}, fit and distillation "
+        f"{made['timings']['total_s'] / 60:.1f} min; weights `{made['weights_sha256'][:12]}`, "
+        f"made on {prov['cpu']} with {prov['threads']} threads, torch {prov['torch']}, "
+        f"commit `{prov['commit'][:12]}`, `{prov['command']}`.\n"
+    )
