@@ -359,11 +359,16 @@ def convert_long_runs(root: Path) -> str:
     """The default conversion and the one with the long-input term, made on the same CPU:
     short-input figures, agreement with the original's chunks by length, the long block's
     own terms along the distillation, and the time."""
-    rows, lengths = [], None
+    rows, lengths, spans = [], None, set()
     runs = [read_json(root, path) for path in (CONVERT_RERUN, CONVERT_LONG)]
+    made = {(m["provenance"]["cpu"], m["provenance"]["threads"], m["provenance"]["torch"])
+            for m in runs}
+    if len(made) > 1:
+        raise ValueError(f"{CONVERT_RERUN}, {CONVERT_LONG}: made on different machines {made}")
     for m in runs:
         curve = m["distillation"]
         late = [c for c in curve[-50:] if "long" in c]
+        spans.add(f"{curve[-50]['step']}-{curve[-1]['step']}")
         settings = settings_text(m["settings"]["distill"], num_kernels=m["settings"]["num_kernels"],
                                  near_offsets=m["settings"].get("near_offsets"))
         agreement = {p["length"]: p["agreement"] for p in m["lengths"] if p["length"] > 512}
@@ -378,12 +383,14 @@ def convert_long_runs(root: Path) -> str:
             f"{t['fit_s'] / 60:.1f} + {t['distill_s'] / 60:.1f} min",
             f"`{m['weights_sha256'][:12]}`",
         ])
-    prov = runs[-1].get("provenance") or {}
+    if len(spans) > 1:
+        raise ValueError(f"{CONVERT_RERUN}, {CONVERT_LONG}: distillations of other lengths")
+    prov = runs[-1]["provenance"]
     columns = ["conversion", "STS-B dev Spearman", "fidelity (short sentences)",
                *(f"agreement with the chunked original, {grouped(n)}" for n in lengths),
-               "long block: hidden-state term, steps 251-300", "its pooled cosine",
+               f"long block: hidden-state term, steps {spans.pop()}", "its pooled cosine",
                "fit + distillation", "weights (SHA-256)"]
-    note = (f"\n\n{prov.get('threads')} threads on {prov.get('cpu')}, torch {prov.get('torch')}; "
+    note = (f"\n\n{prov['threads']} threads on {prov['cpu']}, torch {prov['torch']}; "
             f"the original's STS-B dev Spearman "
             f"{runs[-1]['original']['sts_spearman']:.4f}\n")
     return markdown_table(columns, rows, align="l" + "r" * (len(columns) - 2) + "l") + note
