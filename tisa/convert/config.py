@@ -145,6 +145,10 @@ class ConvertConfig:
             exactly) and distilled with them; None (the default): kernels only. At
             offsets beyond +-K (every offset past the original's table among them) the
             scorers are the kernels alone.
+        content_offsets: K: every layer also gets a relative content term
+            (``tisa.hf.TisaSettings.content_offsets``: logits q_i . rk(j - i) +
+            k_j . rq(j - i), offsets clipped to +-K), zero after the fit and learned in
+            the distillation at ``tisa_learning_rate``; None (the default): none.
         fit_layers: which layers' scorers are fitted before distillation: ``"all"``
             (each layer to its own measured positional term), ``"first"`` (layer 1; the
             rest start at zero) or ``"none"``.
@@ -180,6 +184,12 @@ class ConvertConfig:
         default=None,
         metadata={
             "cli": {"type": str, "parse": _optional_int("near_offsets"), "metavar": "K|none"}
+        },
+    )
+    content_offsets: int | None = field(
+        default=None,
+        metadata={
+            "cli": {"type": str, "parse": _optional_int("content_offsets"), "metavar": "K|none"}
         },
     )
     fit_layers: Literal["all", "first", "none"] = "all"
@@ -221,6 +231,7 @@ class ConvertConfig:
                 f"near_offsets: {self.near_offsets} reaches beyond the offsets measured in "
                 f"blocks of fit_length {self.fit_length} (at most {self.fit_length - 3})"
             )
+        check_int(self.content_offsets, "content_offsets", optional=True)
         check_int(self.fit_blocks, "fit_blocks")
         check_int(self.eval_texts, "eval_texts")
         object.__setattr__(self, "length_scale", _length_scale(self.length_scale))

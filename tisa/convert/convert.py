@@ -232,6 +232,7 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
         length_scale=settings.max_length if config.length_scale == "auto" else config.length_scale,
         num_kernels=config.num_kernels,
         near_offsets=config.near_offsets,
+        content_offsets=config.content_offsets,
     )
     fit_path = out / "fit.pt"
     fit_settings = {
@@ -240,6 +241,8 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
     } | {"fit_blocks": config.fit_blocks}
     if config.near_offsets is not None:  # absent by default: older fit.pt files stay reusable
         fit_settings["near_offsets"] = config.near_offsets
+    if config.content_offsets is not None:  # the saved student holds its (zero) vectors
+        fit_settings["content_offsets"] = config.content_offsets
     saved = _load_fit(fit_path, fit_settings)
     if saved is None:
         blocks = text_blocks(tokenizer, train, length=config.fit_length, count=config.fit_blocks)

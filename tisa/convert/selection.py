@@ -201,6 +201,7 @@ def measure(
                 "run": Path(run).name,
                 "num_kernels": settings.get("num_kernels"),
                 "near_offsets": settings.get("near_offsets"),
+                "content_offsets": settings.get("content_offsets"),
                 "distill": settings.get("distill", {}),
                 "weights_sha256": sha256_file(weights) if weights.is_file() else None,
                 "sts_spearman": s["sts_spearman"],
@@ -261,14 +262,19 @@ def choose(runs: Sequence[dict[str, Any]]) -> str:
 
 
 def settings_text(
-    distill: dict[str, Any], *, num_kernels: int | None = None, near_offsets: int | None = None
+    distill: dict[str, Any],
+    *,
+    num_kernels: int | None = None,
+    near_offsets: int | None = None,
+    content_offsets: int | None = None,
 ) -> str:
     """What a conversion changed from the defaults, e.g. ``order_weight=1`` or
-    ``num_kernels=10``: its scorers (kernels per head, a free table over short offsets)
-    and its distillation settings."""
+    ``num_kernels=10``: its scorers (kernels per head, a free table over short offsets),
+    a relative content term and its distillation settings."""
     default = asdict(DistillSettings())
     changed = [] if num_kernels in (None, NUM_KERNELS) else [f"num_kernels={num_kernels}"]
     changed += [] if near_offsets is None else [f"near_offsets={near_offsets}"]
+    changed += [] if content_offsets is None else [f"content_offsets={content_offsets}"]
     changed += [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                 for k, v in distill.items() if k in default and default[k] != v]
     return ", ".join(changed) or "defaults"
@@ -295,6 +301,7 @@ def markdown(result: dict[str, Any]) -> str:
                     r["distill"],
                     num_kernels=r.get("num_kernels"),
                     near_offsets=r.get("near_offsets"),
+                    content_offsets=r.get("content_offsets"),
                 ),
                 f"{r['sts_spearman']:.4f}",
                 f"{r['sts_relative']:.3f}",

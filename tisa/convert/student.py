@@ -57,6 +57,7 @@ def build_student(
     length_scale: int | None = None,
     num_kernels: int = 5,
     near_offsets: int | None = None,
+    content_offsets: int | None = None,
 ) -> nn.Module:
     """A TISA copy of ``original`` without absolute positions, scorers at zero.
 
@@ -70,6 +71,8 @@ def build_student(
         num_kernels: RBF kernels per head.
         near_offsets: K: each scorer also gets a free value per head and offset in
             [-K, K] (``RBFScoring(near_offsets=K)``); None: kernels only.
+        content_offsets: K: a relative content term in every layer
+            (``tisa.hf.TisaSettings.content_offsets``), zero at the start; None: none.
 
     Raises:
         ValueError: the model has no absolute position table or no token-type embeddings
@@ -92,6 +95,7 @@ def build_student(
         start="zero",
         length_scale=length_scale,
         num_kernels=check_int(num_kernels, "num_kernels"),
+        content_offsets=check_int(content_offsets, "content_offsets", optional=True),
         **({} if near_offsets is None else {"near_offsets": near_offsets}),
     )
     return student

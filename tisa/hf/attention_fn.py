@@ -55,6 +55,7 @@ from transformers.masking_utils import (
 
 from tisa._validate import check_int
 from tisa.attention import attention, attention_with_weights
+from tisa.attention.masks import additive
 from tisa.scoring import ClippedOffsets, WindowedOffsets
 
 __all__ = [
@@ -187,6 +188,21 @@ def _scorer_for(module: nn.Module, kwargs: dict[str, Any]):
     return scorers[layer]
 
 
+def _content_for(module: nn.Module, kwargs: dict[str, Any]):
+    """The relative content term of this attention call (:class:`tisa.scoring.RelativeContent`),
+    or None: a model without ``content_offsets``, or a layer without TISA."""
+    layer = getattr(module, "tisa_layer", None)
+    content = kwargs.get("tisa_content")
+    if layer is None or not content:
+        return None
+    if len(content) == 1:
+        return content[0]
+    depth = kwargs.get("tisa_depth")
+    if depth is not None:  # ALBERT, as in _scorer_for
+        layer = depth * module.config.inner_group_num + layer
+    return content[layer]
+
+
 def tisa_attention_forward(
     module: nn.Module,
     query: Tensor,
@@ -212,7 +228,8 @@ def tisa_attention_forward(
         scaling: logit scale (default 1 / sqrt(D)).
         dropout: dropout probability on the attention probabilities.
         backend: :func:`tisa.attention.attention` backend; None reads ``config.tisa``.
-        **kwargs: transformers' pass-through arguments, including ``tisa_scorers``.
+        **kwargs: transformers' pass-through arguments, including ``tisa_scorers`` (and
+            ``tisa_content`` for a model with relative content terms).
 
     Returns:
         ``(out, weights)``: out (B, Lq, H, D); weights (B, H, Lq, Lk) for the eager backend
@@ -263,6 +280,11 @@ def tisa_attention_forward(
     if window is not None and lk - 1 > window:  # shorter inputs: every key in the window
         scorer = WindowedOffsets.of(scorer, window)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
+    content = _content_for(module, kwargs)
+    if content is not None:  # dense (B, H, Lq, Lk): it joins the mask as an additive float
+        term = content(query, key, scale)
+        mask = additive(attention_mask, term.dtype)  # causality stays the backend's
+        attention_mask = term if mask is None else term + mask
     common = dict(mask=attention_mask, causal=causal, dropout_p=dropout, scale=scale)
     if backend == "eager" or kwargs.get("output_attentions", False):
         out, weights = attention_with_weights(query, key, value, scorer, **common)

@@ -9,6 +9,9 @@ are :mod:`tisa.hf.surgery`):
 - ``base_model.tisa_scorers``: an ``nn.ModuleList`` of scoring functions, one per layer
   (or one shared by all layers), and a forward pre-hook on the base model that passes the
   list to the attention layers (see :mod:`tisa.hf.attention_fn`);
+- ``base_model.tisa_content`` (only with ``content_offsets``): an ``nn.ModuleList`` of
+  relative content terms (:class:`tisa.scoring.RelativeContent`), laid out as the scorers
+  and handed to the attention layers by the same hook;
 - each self-attention module gets ``tisa_layer`` (its layer index);
 - ``position_embeddings="remove"``: the absolute position embeddings are deleted (with the
   ``position_ids`` / ``token_type_ids`` buffers that are sized by them) and the embeddings
@@ -181,12 +184,14 @@ def iter_scorers(model: nn.Module) -> Iterator[tuple[int, ScoringFunction]]:
 
 
 def positional_parameters(model: nn.Module) -> dict[str, int]:
-    """Counts positional parameters: absolute position embeddings and TISA scorers.
+    """Counts positional parameters: absolute position embeddings, TISA scorers and
+    relative content terms.
 
     The one count used everywhere (pretraining facts, GLUE results, the analysis).
 
     Returns:
-        ``{"absolute": ..., "tisa": ..., "total": ...}``; shared scorers count once, fixed
+        ``{"absolute": ..., "tisa": ..., "total": ...}`` (``tisa``: scorers and content
+        terms); shared scorers count once, fixed
         ones (ALiBi) count zero, and so does rotary embedding.
 
     Raises:
@@ -201,6 +206,8 @@ def positional_parameters(model: nn.Module) -> dict[str, int]:
     absolute = table.weight.numel() if table is not None else 0
     unique = {id(s): s for _, s in iter_scorers(model)}
     tisa = sum(s.num_positional_parameters() for s in unique.values())
+    content = getattr(model.base_model, "tisa_content", None) or []
+    tisa += sum(c.num_positional_parameters() for c in content)
     return {"absolute": absolute, "tisa": tisa, "total": absolute + tisa}
 
 

@@ -49,7 +49,7 @@ from tisa.hf.architectures import FAMILIES, stock_model_type
 from tisa.hf.attention_fn import IMPLEMENTATIONS
 from tisa.hf.settings import stored_settings
 from tisa.hf.surgery import TisaAlbertTransformer, pass_scorers, remove_absolute_positions
-from tisa.scoring import ScoringFunction, build
+from tisa.scoring import RelativeContent, ScoringFunction, build
 
 __all__ = [
     "TISA_FAMILY_NAMES",
@@ -206,6 +206,9 @@ class TisaModelMixin:
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, ScoringFunction):
             _init_scorer(module)
+        elif isinstance(module, RelativeContent):  # starts at zero: no term until trained
+            hf_init.zeros_(module.key_vectors)
+            hf_init.zeros_(module.query_vectors)
         elif not getattr(module, "_tisa_no_positions", False):
             super()._init_weights(module)
 
@@ -227,6 +230,9 @@ def _forward_with_scorers(forward):
         scorers = getattr(self, "tisa_scorers", None)  # only the base model holds them
         if scorers is not None and "tisa_scorers" not in kwargs:
             kwargs["tisa_scorers"] = scorers
+            content = getattr(self, "tisa_content", None)
+            if content is not None:
+                kwargs["tisa_content"] = content
         return forward(self, *args, **kwargs)
 
     return wrapped
@@ -326,5 +332,16 @@ def install(model: PreTrainedModel, settings: dict[str, Any]) -> None:
         if reference is not None:
             scorers.to(device=reference.device, dtype=reference.dtype)
     base.tisa_scorers = scorers
+    if settings.get("content_offsets") is not None:
+        heads = int(config.num_attention_heads)
+        count = 1 if settings["share_across_layers"] else layout.num_layers(config)
+        content = nn.ModuleList(
+            RelativeContent(heads, int(config.hidden_size) // heads, settings["content_offsets"])
+            for _ in range(count)
+        )
+        reference = next(model.parameters(), None)
+        if reference is not None:
+            content.to(device=reference.device, dtype=reference.dtype)
+        base.tisa_content = content
     if pass_scorers not in base._forward_pre_hooks.values():
         base.register_forward_pre_hook(pass_scorers, with_kwargs=True)

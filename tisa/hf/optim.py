@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from tisa.hf.architectures import architecture_of, base_model
-from tisa.scoring import ScoringFunction
+from tisa.scoring import RelativeContent, ScoringFunction
 
 __all__ = [
     "parameter_groups",
@@ -39,11 +39,13 @@ __all__ = [
 
 
 def scoring_parameter_names(model: nn.Module) -> list[str]:
-    """Names (as in ``model.named_parameters()``) of the TISA scoring-function parameters."""
+    """Names (as in ``model.named_parameters()``) of the TISA scoring-function parameters,
+    and of the relative content terms' vectors (``content_offsets``), which share their
+    learning rate."""
     names: list[str] = []
     seen: set[str] = set()
     for module_name, module in model.named_modules():
-        if isinstance(module, ScoringFunction):
+        if isinstance(module, (ScoringFunction, RelativeContent)):
             # recurse: a family may hold submodules (FIRE's MLP); a parameter counts once
             for name, _ in module.named_parameters():
                 full = f"{module_name}.{name}" if module_name else name

@@ -11,8 +11,9 @@ data stored in a model's ``config.tisa``::
      "rotary_base": 10000.0, "backend": "auto", "length_scale": None,
      "clip_distance": None}
 
-(plus ``"attention_window": W`` when a window is set: models without one store no such
-key, so they load in versions that do not know it)
+(plus ``"attention_window": W`` when a window is set and ``"content_offsets": K`` when a
+relative content term is: models without them store no such key, so they load in versions
+that do not know it)
 
 :func:`stored_settings` reads that data back (checking it) when a TISA model is built from
 its config. Named starts (:data:`STARTS`) are scoring options for RBF scorers added to a
@@ -75,6 +76,7 @@ _STORED_KEYS = (
     "length_scale",
     "clip_distance",
     "attention_window",
+    "content_offsets",
 )
 
 
@@ -108,6 +110,11 @@ class TisaSettings:
             then costs O(L * W), forward and backward (the eager backend still visits
             every key). None (the default): every key. Inputs of up to W + 1 tokens are
             unchanged.
+        content_offsets: K: every layer (or one shared by all, with
+            ``share_across_layers``) also adds the relative content term
+            q_i . rk_h(j - i) + k_j . rq_h(j - i) to its logits
+            (:class:`tisa.scoring.RelativeContent`), offsets clipped to +-K, the vectors
+            zero at the start; None (the default): no such term.
         scoring_options: further keyword arguments of the family's constructor (e.g.
             ``amplitude_mean``).
     """
@@ -122,6 +129,7 @@ class TisaSettings:
     length_scale: int | None = None
     clip_distance: int | None = None
     attention_window: int | None = None
+    content_offsets: int | None = None
     scoring_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -138,7 +146,8 @@ class TisaSettings:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if not self.rotary_base > 1:
             raise ValueError(f"rotary_base must be > 1, got {self.rotary_base!r}")
-        for name, least in (("length_scale", 2), ("clip_distance", 1), ("attention_window", 1)):
+        for name, least in (("length_scale", 2), ("clip_distance", 1), ("attention_window", 1),
+                            ("content_offsets", 1)):
             value = getattr(self, name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < least
@@ -153,11 +162,13 @@ class TisaSettings:
             given += ["attention_window"] if self.attention_window is not None else []
             if given:
                 raise ValueError(f"scoring options {given} were given but scoring is None")
-            if not self.rotary and self.position_embeddings == "keep":
+            if not self.rotary and self.position_embeddings == "keep" and (
+                self.content_offsets is None
+            ):
                 raise ValueError(
-                    "nothing to add: scoring is None, rotary is False and position_embeddings "
-                    "is 'keep'; choose a scoring family, rotary=True or "
-                    "position_embeddings='remove'"
+                    "nothing to add: scoring is None, rotary is False, content_offsets is None "
+                    "and position_embeddings is 'keep'; choose a scoring family, rotary=True, "
+                    "content_offsets or position_embeddings='remove'"
                 )
             return
         if not isinstance(self.scoring, str) or self.scoring not in REGISTRY:
@@ -227,6 +238,8 @@ class TisaSettings:
         }
         if self.attention_window is not None:  # named only when set (see the module doc)
             stored["attention_window"] = self.attention_window
+        if self.content_offsets is not None:
+            stored["content_offsets"] = self.content_offsets
         return stored
 
 
@@ -281,6 +294,7 @@ def stored_settings(config: Any) -> dict[str, Any]:
         length_scale=raw.get("length_scale"),
         clip_distance=raw.get("clip_distance"),
         attention_window=raw.get("attention_window"),
+        content_offsets=raw.get("content_offsets"),
         scoring_options=options,
     )
     return settings.to_config(config)

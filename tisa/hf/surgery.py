@@ -106,10 +106,14 @@ class TisaAlbertTransformer(AlbertTransformer):
 
 
 def pass_scorers(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """Forward pre-hook of a TISA base model: hands its scorers to the attention layers,
+    """Forward pre-hook of a TISA base model: hands its scorers (and relative content terms,
+    ``tisa_content``, when it has them) to the attention layers,
     after checking that a model that keeps its position table is not asked past it."""
     _check_length(module, args, kwargs)
     kwargs["tisa_scorers"] = module.tisa_scorers
+    content = getattr(module, "tisa_content", None)
+    if content is not None:
+        kwargs["tisa_content"] = content
     return args, kwargs
 
 

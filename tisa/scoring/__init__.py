@@ -44,13 +44,19 @@ Or with a hard window, f_h(k) on |k| <= W and -inf beyond (:class:`WindowedOffse
 ``TisaSettings.attention_window``): each query then sees at most 2W + 1 keys, and the
 sdpa backend costs O(L * W).
 
+Next to f_h, a model can also take a relative content term (:class:`RelativeContent`;
+``TisaSettings.content_offsets``): logits q_i . rk_h(j - i) + k_j . rq_h(j - i) with
+learned vectors per head and offset clipped to +-K, the part of how far a query looks that
+depends on what it is.
+
 Names resolve through :data:`REGISTRY` (see :func:`build`), so configs hold plain data:
 ``{"name": "rbf", "num_heads": 12, "num_kernels": 5}``.
 
 The package: :mod:`~tisa.scoring.base` (the interface, the registry, :func:`build`),
 :mod:`~tisa.scoring.rbf` (the paper's family and its kernels),
 :mod:`~tisa.scoring.baselines` (ALiBi, T5, KERPLE, free, FIRE) and
-:mod:`~tisa.scoring.tails` (kernels plus a tail).
+:mod:`~tisa.scoring.tails` (kernels plus a tail), :mod:`~tisa.scoring.content` (the
+relative content term).
 """
 
 from tisa.scoring.base import (
@@ -72,6 +78,7 @@ from tisa.scoring.baselines import (
     alibi_slopes,
     t5_bucket,
 )
+from tisa.scoring.content import RelativeContent, clipped_offset_index
 from tisa.scoring.rbf import RBFScoring, far_ramp
 from tisa.scoring.tails import (
     TAILS,
@@ -88,6 +95,8 @@ __all__ = [
     "ScoringFunction",
     "ClippedOffsets",
     "WindowedOffsets",
+    "RelativeContent",
+    "clipped_offset_index",
     "RBFScoring",
     "ALiBiScoring",
     "T5Scoring",

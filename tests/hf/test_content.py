@@ -1,0 +1,153 @@
+"""The relative content term (``content_offsets``): its formula against a loop over query-key
+pairs, its translation invariance, and what a model with it does (zero start, backends,
+padding, causality, training, saving and loading, the parameter counts)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModel, BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
+
+import tisa.hf
+from tisa.scoring import RelativeContent
+
+
+def _bert(seed: int = 0) -> BertModel:
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=48, max_position_embeddings=64)
+    return BertModel(config).eval()
+
+
+def _random_vectors(model, seed: int = 1) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for term in model.base_model.tisa_content:
+            for p in (term.key_vectors, term.query_vectors):
+                p.copy_(torch.randn(p.shape, generator=generator))
+
+
+def test_the_term_is_the_formula_summed_pair_by_pair():
+    torch.manual_seed(0)
+    term = RelativeContent(num_heads=3, head_dim=5, max_offset=2)
+    with torch.no_grad():
+        term.key_vectors.normal_()
+        term.query_vectors.normal_()
+    b, lq, lk, scale = 2, 4, 7, 0.3  # queries are the last 4 of 7 positions (a cache)
+    q, k = torch.randn(b, 3, lq, 5), torch.randn(b, 3, lk, 5)
+    got = term(q, k, scale)
+    want = torch.zeros(b, 3, lq, lk)
+    for i in range(lq):
+        for j in range(lk):
+            row = max(-2, min(2, j - (lk - lq + i))) + 2
+            want[:, :, i, j] = scale * (
+                (q[:, :, i] * term.key_vectors[:, row]).sum(-1)
+                + (k[:, :, j] * term.query_vectors[:, row]).sum(-1)
+            )
+    torch.testing.assert_close(got, want)
+
+
+def test_the_term_depends_on_content_and_offset_only():
+    torch.manual_seed(0)
+    term = RelativeContent(num_heads=2, head_dim=4, max_offset=3)
+    with torch.no_grad():
+        term.key_vectors.normal_()
+        term.query_vectors.normal_()
+    x = torch.randn(1, 2, 12, 4)
+    whole = term(x, x, 1.0)
+    part = term(x[:, :, 5:10], x[:, :, 5:10], 1.0)  # the same tokens, 5 positions earlier
+    torch.testing.assert_close(part, whole[:, :, 5:10, 5:10])
+
+
+def test_a_model_with_the_term_at_zero_computes_what_one_without_computes():
+    tokens = torch.randint(5, 40, (2, 19))
+    keep = torch.ones_like(tokens)
+    keep[1, 12:] = 0
+    plain = tisa.hf.add_tisa(_bert(), position_embeddings="remove", start="spread")
+    content = tisa.hf.add_tisa(_bert(), position_embeddings="remove", start="spread",
+                               content_offsets=4)
+    assert all(float(p.abs().sum()) == 0 for p in content.base_model.tisa_content.parameters())
+    torch.testing.assert_close(content(input_ids=tokens, attention_mask=keep).last_hidden_state,
+                               plain(input_ids=tokens, attention_mask=keep).last_hidden_state)
+
+
+@pytest.mark.parametrize("implementation", ["tisa_sdpa", "tisa"])
+def test_backends_agree_with_eager_and_padding_is_kept_out(implementation):
+    model = tisa.hf.add_tisa(_bert(), position_embeddings="remove", content_offsets=3)
+    _random_vectors(model)
+    tokens = torch.randint(5, 40, (2, 23))
+    keep = torch.ones_like(tokens)
+    keep[1, 15:] = 0
+    model.set_attn_implementation("tisa_eager")
+    want = model(input_ids=tokens, attention_mask=keep).last_hidden_state
+    model.set_attn_implementation(implementation)
+    got = model(input_ids=tokens, attention_mask=keep).last_hidden_state
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    # the padded tokens change nothing in the rest
+    other = tokens.clone()
+    other[1, 15:] = 7
+    again = model(input_ids=other, attention_mask=keep).last_hidden_state
+    torch.testing.assert_close(again[1, :15], got[1, :15], atol=2e-5, rtol=1e-4)
+    # and the vectors do change the outputs
+    _random_vectors(model, seed=2)
+    moved = model(input_ids=tokens, attention_mask=keep).last_hidden_state
+    assert float((moved - got).abs().max()) > 1e-3
+
+
+def test_a_causal_model_stays_causal_with_the_term():
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=40, n_embd=32, n_layer=2, n_head=4, n_positions=64)
+    model = tisa.hf.add_tisa(GPT2LMHeadModel(config).eval(), position_embeddings="remove",
+                             content_offsets=2)
+    _random_vectors(model)
+    tokens = torch.randint(0, 40, (1, 16))
+    logits = model(input_ids=tokens).logits
+    changed = tokens.clone()
+    changed[0, 10:] = (changed[0, 10:] + 1) % 40
+    later = model(input_ids=changed).logits
+    torch.testing.assert_close(later[0, :10], logits[0, :10], atol=1e-5, rtol=1e-4)
+    assert float((later[0, 10:] - logits[0, 10:]).abs().max()) > 1e-3
+
+
+def test_the_vectors_train_at_the_scoring_rate_and_round_trip(tmp_path):
+    model = tisa.hf.add_tisa(_bert(), position_embeddings="remove", content_offsets=2)
+    names = tisa.hf.scoring_parameter_names(model)
+    assert "tisa_content.0.key_vectors" in names and "tisa_content.1.query_vectors" in names
+    counts = tisa.hf.positional_parameters(model)
+    assert counts["tisa"] == 2 * (4 * 3 * 5) + 2 * 2 * (4 * 5 * 8)  # kernels + vectors
+    model.train()
+    tokens = torch.randint(5, 40, (2, 9))
+    model(input_ids=tokens).last_hidden_state.pow(2).mean().backward()
+    grads = [p.grad for p in model.base_model.tisa_content.parameters()]
+    assert all(g is not None and float(g.abs().sum()) > 0 for g in grads)
+    model.eval()
+    _random_vectors(model)
+    want = model(input_ids=tokens).last_hidden_state
+    model.save_pretrained(tmp_path)
+    loaded = AutoModel.from_pretrained(tmp_path).eval()
+    assert loaded.config.tisa["content_offsets"] == 2
+    torch.testing.assert_close(loaded(input_ids=tokens).last_hidden_state, want)
+
+
+def test_shared_across_layers_builds_one_term():
+    model = tisa.hf.add_tisa(_bert(), position_embeddings="remove", content_offsets=2,
+                             share_across_layers=True)
+    assert len(model.base_model.tisa_content) == 1
+
+
+def test_models_without_the_term_store_no_key():
+    model = tisa.hf.add_tisa(_bert(), position_embeddings="remove")
+    assert "content_offsets" not in model.config.tisa
+    assert not hasattr(model.base_model, "tisa_content")
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, True, "4"])
+def test_bad_content_offsets_are_refused_in_one_line(value):
+    with pytest.raises(ValueError, match="content_offsets must be None or a whole number"):
+        tisa.hf.TisaSettings(content_offsets=value)
+
+
+def test_the_term_alone_is_something_to_add():
+    settings = tisa.hf.TisaSettings(scoring=None, content_offsets=2)
+    model = tisa.hf.add_tisa(_bert(), settings)
+    assert len(model.base_model.tisa_scorers) == 0 and len(model.base_model.tisa_content) == 2
