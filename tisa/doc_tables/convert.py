@@ -174,6 +174,7 @@ def convert_variant_runs(root: Path) -> str:
             m["settings"]["distill"],
             num_kernels=m["settings"]["num_kernels"],
             near_offsets=m["settings"].get("near_offsets"),
+            content_offsets=m["settings"].get("content_offsets"),
         )
         rows.append([
             settings, grouped(m["positional_parameters"]["converted"]["total"]),
@@ -351,26 +352,29 @@ def convert_near_runs(root: Path) -> str:
 
 #: the default conversion made again on AMD EPYC, and the same with the long-input term
 CONVERT_RERUN = f"{RESULTS}/convert/minilm/rerun/metrics.json"
-CONVERT_LONG = f"{RESULTS}/convert/minilm/long-1/metrics.json"
+CONVERT_LONG = (f"{RESULTS}/convert/minilm/long-1/metrics.json",
+                f"{RESULTS}/convert/minilm/long-1-every-3/metrics.json")
 
 
-@table("convert-long-runs", CONVERT_RERUN, CONVERT_LONG)
+@table("convert-long-runs", CONVERT_RERUN, *CONVERT_LONG)
 def convert_long_runs(root: Path) -> str:
-    """The default conversion and the one with the long-input term, made on the same CPU:
+    """The default conversion and those with the long-input term, made on the same CPU:
     short-input figures, agreement with the original's chunks by length, the long block's
     own terms along the distillation, and the time."""
     rows, lengths, spans = [], None, set()
-    runs = [read_json(root, path) for path in (CONVERT_RERUN, CONVERT_LONG)]
+    paths = (CONVERT_RERUN, *CONVERT_LONG)
+    runs = [read_json(root, path) for path in paths]
     made = {(m["provenance"]["cpu"], m["provenance"]["threads"], m["provenance"]["torch"])
             for m in runs}
     if len(made) > 1:
-        raise ValueError(f"{CONVERT_RERUN}, {CONVERT_LONG}: made on different machines {made}")
+        raise ValueError(f"{', '.join(paths)}: made on different machines {made}")
     for m in runs:
         curve = m["distillation"]
         late = [c for c in curve[-50:] if "long" in c]
         spans.add(f"{curve[-50]['step']}-{curve[-1]['step']}")
         settings = settings_text(m["settings"]["distill"], num_kernels=m["settings"]["num_kernels"],
-                                 near_offsets=m["settings"].get("near_offsets"))
+                                 near_offsets=m["settings"].get("near_offsets"),
+                                 content_offsets=m["settings"].get("content_offsets"))
         agreement = {p["length"]: p["agreement"] for p in m["lengths"] if p["length"] > 512}
         lengths = lengths or sorted(agreement)
         t = m["timings"]
@@ -384,7 +388,7 @@ def convert_long_runs(root: Path) -> str:
             f"`{m['weights_sha256'][:12]}`",
         ])
     if len(spans) > 1:
-        raise ValueError(f"{CONVERT_RERUN}, {CONVERT_LONG}: distillations of other lengths")
+        raise ValueError(f"{', '.join(paths)}: distillations of other lengths")
     prov = runs[-1]["provenance"]
     columns = ["conversion", "STS-B dev Spearman", "fidelity (short sentences)",
                *(f"agreement with the chunked original, {grouped(n)}" for n in lengths),
