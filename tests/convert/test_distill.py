@@ -284,22 +284,26 @@ def test_long_every_draws_the_long_block_on_every_kth_step_only(tiny_bert, texts
 def test_convert_with_a_relative_content_term_learns_it(tiny_bert, texts, tmp_path):
     from transformers import AutoModel
 
-    metrics = _tiny_convert(tiny_bert, texts, tmp_path / "content", "--content-offsets", "3")
+    metrics = _tiny_convert(tiny_bert, texts, tmp_path / "content", "--content-offsets", "3",
+                            "--content-beyond", "zero")
     assert metrics["settings"]["content_offsets"] == 3
     model = AutoModel.from_pretrained(tmp_path / "content" / "model")
     assert model.config.tisa["content_offsets"] == 3
+    assert model.config.tisa["content_beyond"] == "zero"
     vectors = list(model.base_model.tisa_content.parameters())
     assert len(vectors) == 4 and all(float(v.detach().abs().max()) > 0 for v in vectors)
     counted = metrics["positional_parameters"]["converted"]["tisa"]
     assert counted == tisa.hf.positional_parameters(model)["tisa"]
 
 
-@pytest.mark.parametrize("value", ["0", "two"])
-def test_bad_content_offsets_get_one_line(tiny_bert, tmp_path, capsys, value):
+@pytest.mark.parametrize(
+    "flags",
+    [["--content-offsets", "0"], ["--content-offsets", "two"], ["--content-beyond", "zero"]],
+)
+def test_bad_content_options_get_one_line(tiny_bert, tmp_path, capsys, flags):
     from tisa.cli import main
 
-    code = main(["convert", tiny_bert, "--output-dir", str(tmp_path / "x"),
-                 "--content-offsets", value])
+    code = main(["convert", tiny_bert, "--output-dir", str(tmp_path / "x"), *flags])
     assert code != 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "content_offsets" in err[0], err
+    assert len(err) == 1 and "content_" in err[0], err

@@ -9,6 +9,7 @@ import torch
 from transformers import AutoModel, BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
 
 import tisa.hf
+from tisa.hf.settings import stored_settings
 from tisa.scoring import RelativeContent
 
 
@@ -27,9 +28,10 @@ def _random_vectors(model, seed: int = 1) -> None:
                 p.copy_(torch.randn(p.shape, generator=generator))
 
 
-def test_the_term_is_the_formula_summed_pair_by_pair():
+@pytest.mark.parametrize("beyond", ["clip", "zero"])
+def test_the_term_is_the_formula_summed_pair_by_pair(beyond):
     torch.manual_seed(0)
-    term = RelativeContent(num_heads=3, head_dim=5, max_offset=2)
+    term = RelativeContent(num_heads=3, head_dim=5, max_offset=2, beyond=beyond)
     with torch.no_grad():
         term.key_vectors.normal_()
         term.query_vectors.normal_()
@@ -39,7 +41,10 @@ def test_the_term_is_the_formula_summed_pair_by_pair():
     want = torch.zeros(b, 3, lq, lk)
     for i in range(lq):
         for j in range(lk):
-            row = max(-2, min(2, j - (lk - lq + i))) + 2
+            offset = j - (lk - lq + i)
+            if beyond == "zero" and abs(offset) > 2:
+                continue  # no term beyond +-K
+            row = max(-2, min(2, offset)) + 2
             want[:, :, i, j] = scale * (
                 (q[:, :, i] * term.key_vectors[:, row]).sum(-1)
                 + (k[:, :, j] * term.query_vectors[:, row]).sum(-1)
@@ -127,6 +132,34 @@ def test_the_vectors_train_at_the_scoring_rate_and_round_trip(tmp_path):
     loaded = AutoModel.from_pretrained(tmp_path).eval()
     assert loaded.config.tisa["content_offsets"] == 2
     torch.testing.assert_close(loaded(input_ids=tokens).last_hidden_state, want)
+
+
+def test_zero_beyond_leaves_distant_keys_alone_and_round_trips(tmp_path):
+    model = tisa.hf.add_tisa(_bert(), position_embeddings="remove", content_offsets=2,
+                             content_beyond="zero")
+    assert model.config.tisa["content_beyond"] == "zero"
+    _random_vectors(model)
+    tokens = torch.randint(5, 40, (1, 12))
+    want = model(input_ids=tokens).last_hidden_state
+    model.save_pretrained(tmp_path)
+    loaded = AutoModel.from_pretrained(tmp_path).eval()
+    assert loaded.base_model.tisa_content[0].beyond == "zero"
+    torch.testing.assert_close(loaded(input_ids=tokens).last_hidden_state, want)
+
+
+def test_a_model_saved_before_content_beyond_reads_clip():
+    model = tisa.hf.add_tisa(_bert(), position_embeddings="remove", content_offsets=2)
+    stored = dict(model.config.tisa)
+    assert stored.pop("content_beyond") == "clip"
+    model.config.tisa = stored
+    assert stored_settings(model.config)["content_beyond"] == "clip"
+
+
+def test_content_beyond_is_checked():
+    with pytest.raises(ValueError, match="content_beyond must be one of"):
+        tisa.hf.TisaSettings(content_offsets=2, content_beyond="far")
+    with pytest.raises(ValueError, match="needs content_offsets"):
+        tisa.hf.TisaSettings(content_beyond="zero")
 
 
 def test_shared_across_layers_builds_one_term():

@@ -149,6 +149,8 @@ class ConvertConfig:
             (``tisa.hf.TisaSettings.content_offsets``: logits q_i . rk(j - i) +
             k_j . rq(j - i), offsets clipped to +-K), zero after the fit and learned in
             the distillation at ``tisa_learning_rate``; None (the default): none.
+        content_beyond: what the content term gives offsets beyond +-K: ``"clip"`` the
+            vectors of +-K, ``"zero"`` nothing (``tisa.hf.TisaSettings.content_beyond``).
         fit_layers: which layers' scorers are fitted before distillation: ``"all"``
             (each layer to its own measured positional term), ``"first"`` (layer 1; the
             rest start at zero) or ``"none"``.
@@ -192,6 +194,7 @@ class ConvertConfig:
             "cli": {"type": str, "parse": _optional_int("content_offsets"), "metavar": "K|none"}
         },
     )
+    content_beyond: Literal["clip", "zero"] = "clip"
     fit_layers: Literal["all", "first", "none"] = "all"
     fold_positions: int | None = field(
         default=128,
@@ -232,6 +235,12 @@ class ConvertConfig:
                 f"blocks of fit_length {self.fit_length} (at most {self.fit_length - 3})"
             )
         check_int(self.content_offsets, "content_offsets", optional=True)
+        if self.content_beyond not in ("clip", "zero"):
+            raise ValueError(
+                f"content_beyond: expected clip or zero, got {self.content_beyond!r}"
+            )
+        if self.content_beyond != "clip" and self.content_offsets is None:
+            raise ValueError("content_beyond: needs --content-offsets K (a content term)")
         check_int(self.fit_blocks, "fit_blocks")
         check_int(self.eval_texts, "eval_texts")
         object.__setattr__(self, "length_scale", _length_scale(self.length_scale))

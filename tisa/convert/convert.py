@@ -233,6 +233,7 @@ def _convert(config: ConvertConfig, lock: RunLock) -> ConvertResult:
         num_kernels=config.num_kernels,
         near_offsets=config.near_offsets,
         content_offsets=config.content_offsets,
+        content_beyond=config.content_beyond,
     )
     fit_path = out / "fit.pt"
     fit_settings = {

@@ -202,6 +202,7 @@ def measure(
                 "num_kernels": settings.get("num_kernels"),
                 "near_offsets": settings.get("near_offsets"),
                 "content_offsets": settings.get("content_offsets"),
+                "content_beyond": settings.get("content_beyond", "clip"),
                 "distill": settings.get("distill", {}),
                 "weights_sha256": sha256_file(weights) if weights.is_file() else None,
                 "sts_spearman": s["sts_spearman"],
@@ -267,6 +268,7 @@ def settings_text(
     num_kernels: int | None = None,
     near_offsets: int | None = None,
     content_offsets: int | None = None,
+    content_beyond: str = "clip",
 ) -> str:
     """What a conversion changed from the defaults, e.g. ``order_weight=1`` or
     ``num_kernels=10``: its scorers (kernels per head, a free table over short offsets),
@@ -275,6 +277,7 @@ def settings_text(
     changed = [] if num_kernels in (None, NUM_KERNELS) else [f"num_kernels={num_kernels}"]
     changed += [] if near_offsets is None else [f"near_offsets={near_offsets}"]
     changed += [] if content_offsets is None else [f"content_offsets={content_offsets}"]
+    changed += [] if content_beyond == "clip" else [f"content_beyond={content_beyond}"]
     changed += [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                 for k, v in distill.items() if k in default and default[k] != v]
     return ", ".join(changed) or "defaults"
@@ -302,6 +305,7 @@ def markdown(result: dict[str, Any]) -> str:
                     num_kernels=r.get("num_kernels"),
                     near_offsets=r.get("near_offsets"),
                     content_offsets=r.get("content_offsets"),
+                    content_beyond=r.get("content_beyond", "clip"),
                 ),
                 f"{r['sts_spearman']:.4f}",
                 f"{r['sts_relative']:.3f}",

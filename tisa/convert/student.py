@@ -58,6 +58,7 @@ def build_student(
     num_kernels: int = 5,
     near_offsets: int | None = None,
     content_offsets: int | None = None,
+    content_beyond: str = "clip",
 ) -> nn.Module:
     """A TISA copy of ``original`` without absolute positions, scorers at zero.
 
@@ -73,6 +74,7 @@ def build_student(
             [-K, K] (``RBFScoring(near_offsets=K)``); None: kernels only.
         content_offsets: K: a relative content term in every layer
             (``tisa.hf.TisaSettings.content_offsets``), zero at the start; None: none.
+        content_beyond: what it gives offsets beyond +-K (``"clip"`` or ``"zero"``).
 
     Raises:
         ValueError: the model has no absolute position table or no token-type embeddings
@@ -96,6 +98,7 @@ def build_student(
         length_scale=length_scale,
         num_kernels=check_int(num_kernels, "num_kernels"),
         content_offsets=check_int(content_offsets, "content_offsets", optional=True),
+        content_beyond=content_beyond,
         **({} if near_offsets is None else {"near_offsets": near_offsets}),
     )
     return student

@@ -175,6 +175,7 @@ def convert_variant_runs(root: Path) -> str:
             num_kernels=m["settings"]["num_kernels"],
             near_offsets=m["settings"].get("near_offsets"),
             content_offsets=m["settings"].get("content_offsets"),
+            content_beyond=m["settings"].get("content_beyond", "clip"),
         )
         rows.append([
             settings, grouped(m["positional_parameters"]["converted"]["total"]),
@@ -312,8 +313,30 @@ def convert_near_runs(root: Path) -> str:
     """The default conversion and one with a free table over short offsets, made on one
     CPU: the fit, STS-B dev (read once, after the choice), the fidelity and the agreement
     with the original's 512-token chunks on longer inputs."""
+    return _runs_table(root, CONVERT_NEAR_RUNS)
+
+
+#: conversions made on one CPU model to compare the relative content term with the
+#: default: (label, metrics.json)
+CONVERT_CONTENT_RUNS = (
+    ("defaults", f"{RESULTS}/convert/minilm/rerun/metrics.json"),
+    ("content_offsets=16", f"{RESULTS}/convert/minilm/content-16/metrics.json"),
+)
+
+
+@table("convert-content-runs", *(path for _, path in CONVERT_CONTENT_RUNS))
+def convert_content_runs(root: Path) -> str:
+    """The default conversion and one with a relative content term (``--content-offsets``),
+    made on one CPU: the fit, STS-B dev, the fidelity, the agreement with the original's
+    chunks and the time."""
+    return _runs_table(root, CONVERT_CONTENT_RUNS, times=True)
+
+
+def _runs_table(root: Path, runs, *, times: bool = False) -> str:
+    """One row per conversion (label, metrics.json): seed, CPU, positional parameters, fit,
+    STS-B dev, fidelity, agreement by length, (fit and distillation time,) weights."""
     rows, lengths = [], None
-    for label, path in CONVERT_NEAR_RUNS:
+    for label, path in runs:
         m = read_json(root, path)
         points = {p["length"]: p["agreement"] for p in m["lengths"] if p["length"] > 512}
         if lengths is not None and sorted(points) != lengths:
@@ -330,6 +353,8 @@ def convert_near_runs(root: Path) -> str:
                 f"{m['converted']['sts_spearman']:.4f} ({100 * m['sts_relative']:.1f}%)",
                 f"{m['converted']['fidelity']['mean']:.4f}",
                 *(f"{points[n]:.3f}" for n in lengths),
+                *([_late_hidden(m), f"{m['timings']['fit_s'] / 60:.1f} + "
+                   f"{m['timings']['distill_s'] / 60:.1f} min"] if times else []),
                 f"`{m['weights_sha256'][:12]}`",
             ]
         )
@@ -343,11 +368,19 @@ def convert_near_runs(root: Path) -> str:
             "STS-B dev Spearman (of the original's)",
             "fidelity: cosine to the original",
             *(f"agreement at {grouped(n)} tokens" for n in lengths or []),
+            *(["hidden-state term, last 50 steps", "fit + distillation"] if times else []),
             "weights (SHA-256)",
         ],
         rows,
-        align="lrlrrrr" + "r" * len(lengths or []) + "l",
+        align="lrlrrrr" + "r" * (len(lengths or []) + 2 * times) + "l",
     )
+
+
+def _late_hidden(metrics: dict) -> str:
+    """The distillation's hidden-state term, mean over its last 50 steps (the same blocks
+    for every conversion of one seed)."""
+    late = metrics["distillation"][-50:]
+    return f"{sum(c['hidden'] for c in late) / len(late):.3f}"
 
 
 #: the default conversion made again on AMD EPYC, and the same with the long-input term
@@ -374,7 +407,8 @@ def convert_long_runs(root: Path) -> str:
         spans.add(f"{curve[-50]['step']}-{curve[-1]['step']}")
         settings = settings_text(m["settings"]["distill"], num_kernels=m["settings"]["num_kernels"],
                                  near_offsets=m["settings"].get("near_offsets"),
-                                 content_offsets=m["settings"].get("content_offsets"))
+                                 content_offsets=m["settings"].get("content_offsets"),
+                                 content_beyond=m["settings"].get("content_beyond", "clip"))
         agreement = {p["length"]: p["agreement"] for p in m["lengths"] if p["length"] > 512}
         lengths = lengths or sorted(agreement)
         t = m["timings"]

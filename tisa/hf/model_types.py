@@ -336,7 +336,8 @@ def install(model: PreTrainedModel, settings: dict[str, Any]) -> None:
         heads = int(config.num_attention_heads)
         count = 1 if settings["share_across_layers"] else layout.num_layers(config)
         content = nn.ModuleList(
-            RelativeContent(heads, int(config.hidden_size) // heads, settings["content_offsets"])
+            RelativeContent(heads, int(config.hidden_size) // heads, settings["content_offsets"],
+                            settings.get("content_beyond", "clip"))
             for _ in range(count)
         )
         reference = next(model.parameters(), None)

@@ -12,8 +12,8 @@ data stored in a model's ``config.tisa``::
      "clip_distance": None}
 
 (plus ``"attention_window": W`` when a window is set and ``"content_offsets": K`` when a
-relative content term is: models without them store no such key, so they load in versions
-that do not know it)
+relative content term is, with ``"content_beyond"`` beside it: models without them store no
+such key, so they load in versions that do not know it)
 
 :func:`stored_settings` reads that data back (checking it) when a TISA model is built from
 its config. Named starts (:data:`STARTS`) are scoring options for RBF scorers added to a
@@ -31,6 +31,7 @@ import torch
 
 from tisa.attention import BACKENDS
 from tisa.scoring import REGISTRY, build
+from tisa.scoring.content import BEYOND
 
 __all__ = [
     "DEFAULT_START",
@@ -77,6 +78,7 @@ _STORED_KEYS = (
     "clip_distance",
     "attention_window",
     "content_offsets",
+    "content_beyond",
 )
 
 
@@ -115,6 +117,9 @@ class TisaSettings:
             q_i . rk_h(j - i) + k_j . rq_h(j - i) to its logits
             (:class:`tisa.scoring.RelativeContent`), offsets clipped to +-K, the vectors
             zero at the start; None (the default): no such term.
+        content_beyond: what the content term gives offsets beyond +-K: ``"clip"`` (the
+            default) the vectors of +-K, ``"zero"`` nothing (the term then acts on the
+            2K + 1 keys around each query alone, at any length).
         scoring_options: further keyword arguments of the family's constructor (e.g.
             ``amplitude_mean``).
     """
@@ -130,6 +135,7 @@ class TisaSettings:
     clip_distance: int | None = None
     attention_window: int | None = None
     content_offsets: int | None = None
+    content_beyond: str = "clip"
     scoring_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -142,6 +148,14 @@ class TisaSettings:
         for name in ("share_across_layers", "rotary"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.content_beyond not in BEYOND:
+            raise ValueError(
+                f"content_beyond must be one of {BEYOND}, got {self.content_beyond!r}"
+            )
+        if self.content_beyond != "clip" and self.content_offsets is None:
+            raise ValueError(
+                f"content_beyond={self.content_beyond!r} needs content_offsets (a content term)"
+            )
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if not self.rotary_base > 1:
@@ -240,6 +254,7 @@ class TisaSettings:
             stored["attention_window"] = self.attention_window
         if self.content_offsets is not None:
             stored["content_offsets"] = self.content_offsets
+            stored["content_beyond"] = self.content_beyond
         return stored
 
 
@@ -295,6 +310,7 @@ def stored_settings(config: Any) -> dict[str, Any]:
         clip_distance=raw.get("clip_distance"),
         attention_window=raw.get("attention_window"),
         content_offsets=raw.get("content_offsets"),
+        content_beyond=raw.get("content_beyond", "clip"),
         scoring_options=options,
     )
     return settings.to_config(config)

@@ -12,8 +12,12 @@ DeBERTa (He et al., 2021), with one learned vector per head and clipped offset::
     c(d) = clamp(d, -K, K)
 
 Both depend on the two tokens' contents and on j - i only, so the model stays translation
-invariant and reads any length: offsets beyond +-K share the vectors of +-K. The vectors
-start at zero, so adding the term leaves a model's outputs unchanged until it trains.
+invariant and reads any length. What offsets beyond +-K get is ``beyond``: ``"clip"``
+(Shaw et al.'s choice) reads the vectors of +-K there, so every distant key gets the same
+content-dependent term, whose total weight grows with the number of distant keys; ``"zero"``
+gives them no term, so the term acts on the 2K + 1 keys around each query alone, whatever
+the input length. The vectors start at zero, so adding the term leaves a model's outputs
+unchanged until it trains.
 
 Cost: the term is a dense (B, H, Lq, Lk) float added to the attention mask (two gathers
 from (B, H, L, 2K + 1) products), so attention takes the backends' float-mask path and the
@@ -30,15 +34,26 @@ from torch import Tensor, nn
 
 from tisa._validate import check_int
 
-__all__ = ["RelativeContent", "clipped_offset_index"]
+__all__ = ["BEYOND", "RelativeContent", "clipped_offset_index"]
+
+#: what offsets beyond +-K read: the vectors of +-K, or no term
+BEYOND = ("clip", "zero")
 
 
-def clipped_offset_index(lq: int, lk: int, max_offset: int, device=None) -> Tensor:
-    """(Lq, Lk) long: clamp(j - i, -K, K) + K for query i at position Lk - Lq + i (the
-    queries are the last Lq of the Lk keys, as everywhere in :mod:`tisa.attention`)."""
+def clipped_offset_index(
+    lq: int, lk: int, max_offset: int, device=None, beyond: str = "clip"
+) -> Tensor:
+    """(Lq, Lk) long: the row of offset j - i for query i at position Lk - Lq + i (the
+    queries are the last Lq of the Lk keys, as everywhere in :mod:`tisa.attention`):
+    clamp(j - i, -K, K) + K; with ``beyond="zero"`` offsets beyond +-K read row 2K + 1
+    instead (the zero row)."""
     queries = torch.arange(lk - lq, lk, device=device)[:, None]
     keys = torch.arange(lk, device=device)[None, :]
-    return (keys - queries).clamp(-max_offset, max_offset) + max_offset
+    offset = keys - queries
+    index = offset.clamp(-max_offset, max_offset) + max_offset
+    if beyond == "zero":
+        index = index.masked_fill(offset.abs() > max_offset, 2 * max_offset + 1)
+    return index
 
 
 class RelativeContent(nn.Module):
@@ -47,25 +62,32 @@ class RelativeContent(nn.Module):
     Args:
         num_heads: H.
         head_dim: D, the size of each head's queries and keys.
-        max_offset: K >= 1; offsets beyond +-K read the vectors of +-K.
+        max_offset: K >= 1.
+        beyond: what offsets beyond +-K read: ``"clip"`` the vectors of +-K, ``"zero"``
+            no term.
 
     Parameters ``key_vectors`` (rk) and ``query_vectors`` (rq), each (H, 2K + 1, D), row
     K + d for offset d, zero at the start.
     """
 
-    def __init__(self, num_heads: int, head_dim: int, max_offset: int) -> None:
+    def __init__(
+        self, num_heads: int, head_dim: int, max_offset: int, beyond: str = "clip"
+    ) -> None:
         super().__init__()
         check_int(num_heads, "num_heads")
         check_int(head_dim, "head_dim")
         check_int(max_offset, "content_offsets")
+        if beyond not in BEYOND:
+            raise ValueError(f"content_beyond must be one of {BEYOND}, got {beyond!r}")
         self.num_heads, self.head_dim, self.max_offset = num_heads, head_dim, max_offset
+        self.beyond = beyond
         shape = (num_heads, 2 * max_offset + 1, head_dim)
         self.key_vectors = nn.Parameter(torch.zeros(shape))
         self.query_vectors = nn.Parameter(torch.zeros(shape))
 
-    def config(self) -> dict[str, int]:
+    def config(self) -> dict[str, int | str]:
         return {"num_heads": self.num_heads, "head_dim": self.head_dim,
-                "max_offset": self.max_offset}
+                "max_offset": self.max_offset, "beyond": self.beyond}
 
     def num_positional_parameters(self) -> int:
         return self.key_vectors.numel() + self.query_vectors.numel()
@@ -88,9 +110,12 @@ class RelativeContent(nn.Module):
             )
         b, h, lq, _ = q.shape
         lk = k.shape[-2]
-        index = clipped_offset_index(lq, lk, self.max_offset, q.device)  # (Lq, Lk)
+        index = clipped_offset_index(lq, lk, self.max_offset, q.device, self.beyond)  # (Lq, Lk)
         rk = self.key_vectors.to(q.dtype)
         rq = self.query_vectors.to(k.dtype)
+        if self.beyond == "zero":  # row 2K + 1: no term
+            rk = torch.cat([rk, rk.new_zeros(h, 1, self.head_dim)], dim=1)
+            rq = torch.cat([rq, rq.new_zeros(h, 1, self.head_dim)], dim=1)
         # query i with each offset's key vector, then each (i, j) reads its offset's column
         by_query = torch.matmul(q, rk.transpose(-1, -2))  # (B, H, Lq, 2K + 1)
         c2p = by_query.gather(-1, index.expand(b, h, lq, lk))
@@ -100,4 +125,5 @@ class RelativeContent(nn.Module):
         return (c2p + p2c) * scale
 
     def extra_repr(self) -> str:
-        return f"num_heads={self.num_heads}, head_dim={self.head_dim}, max_offset={self.max_offset}"
+        return (f"num_heads={self.num_heads}, head_dim={self.head_dim}, "
+                f"max_offset={self.max_offset}, beyond={self.beyond!r}")
