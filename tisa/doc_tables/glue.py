@@ -200,6 +200,31 @@ def glue_cola_order(root: Path) -> str:
     return _cola_comparison(root, models, pairs)
 
 
+GLUE_CONTENT = f"{RESULTS}/glue/converted-content-16"
+
+
+@table(
+    "glue-cola-content",
+    f"{GLUE_CONTENT}/**/*.json",
+    f"{GLUE_CONTENT}/**/*.csv",
+    f"{RESULTS}/glue/protocol/runs/cola/none/*/result.json",
+    f"{RESULTS}/glue/converted/runs/cola/none/*/result.json",
+)
+def glue_cola_content(root: Path) -> str:
+    """CoLA fine-tuned from the conversion with a relative content term, against the
+    original and the default conversion: each seed, and the paired differences."""
+    models = {
+        "original": f"{RESULTS}/glue/protocol",
+        "converted (default)": f"{RESULTS}/glue/converted",
+        "converted, content term K=16": GLUE_CONTENT,
+    }
+    pairs = (
+        ("converted, content term K=16", "original"),
+        ("converted, content term K=16", "converted (default)"),
+    )
+    return _cola_comparison(root, models, pairs)
+
+
 GLUE_FROZEN_TABLE = f"{RESULTS}/glue/original-frozen-table"
 GLUE_ORIGINAL_LR = f"{RESULTS}/glue/original-lr-1e-4"
 GLUE_CONVERTED_LR = f"{RESULTS}/glue/converted-lr-1e-4"
