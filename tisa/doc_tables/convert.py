@@ -321,6 +321,8 @@ def convert_near_runs(root: Path) -> str:
 CONVERT_CONTENT_RUNS = (
     ("defaults", f"{RESULTS}/convert/minilm/rerun/metrics.json"),
     ("content_offsets=16", f"{RESULTS}/convert/minilm/content-16/metrics.json"),
+    ("content_offsets=16, content_beyond=zero",
+     f"{RESULTS}/convert/minilm/content-16-zero/metrics.json"),
 )
 
 
