@@ -324,6 +324,7 @@ CONVERT_CONTENT_RUNS = (
     ("content_offsets=16, content_beyond=zero",
      f"{RESULTS}/convert/minilm/content-16-zero/metrics.json"),
 )
+CONVERT_SELECTION_CONTENT = f"{RESULTS}/convert/minilm/content-16/selection.json"
 
 
 @table("convert-content-runs", *(path for _, path in CONVERT_CONTENT_RUNS))
@@ -332,6 +333,13 @@ def convert_content_runs(root: Path) -> str:
     made on one CPU: the fit, STS-B dev, the fidelity, the agreement with the original's
     chunks and the time."""
     return _runs_table(root, CONVERT_CONTENT_RUNS, times=True)
+
+
+@table("convert-selection-content", CONVERT_SELECTION_CONTENT)
+def convert_selection_content(root: Path) -> str:
+    """The default conversion and one with a relative content term, scored on the
+    held-out data of the selection."""
+    return _selection_with_weights(root, CONVERT_SELECTION_CONTENT)
 
 
 def _runs_table(root: Path, runs, *, times: bool = False) -> str:
