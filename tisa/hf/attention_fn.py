@@ -178,14 +178,7 @@ def _scorer_for(module: nn.Module, kwargs: dict[str, Any]):
             "TISA attention was called without its scoring functions: call the model (or its "
             "base model), not an inner module; the base model passes them to every layer"
         )
-    if len(scorers) == 0:
-        return None  # rotary only, or no positional information at all
-    if len(scorers) == 1:
-        return scorers[0]  # shared across layers (or a one-layer model)
-    depth = kwargs.get("tisa_depth")
-    if depth is not None:  # ALBERT: shared layer modules, one scorer per applied layer
-        layer = depth * module.config.inner_group_num + layer
-    return scorers[layer]
+    return _of_layer(scorers, module, layer, kwargs)  # None for rotary only
 
 
 def _content_for(module: nn.Module, kwargs: dict[str, Any]):
@@ -193,14 +186,21 @@ def _content_for(module: nn.Module, kwargs: dict[str, Any]):
     or None: a model without ``content_offsets``, or a layer without TISA."""
     layer = getattr(module, "tisa_layer", None)
     content = kwargs.get("tisa_content")
-    if layer is None or not content:
+    return None if layer is None or content is None else _of_layer(content, module, layer, kwargs)
+
+
+def _of_layer(modules: nn.ModuleList, module: nn.Module, layer: int, kwargs: dict[str, Any]):
+    """The entry of a per-layer list (scorers, content terms) for this attention call:
+    None when empty, the one entry when shared across layers (or a one-layer model), else
+    the layer's; ALBERT applies shared layer modules at several depths, one entry each."""
+    if len(modules) == 0:
         return None
-    if len(content) == 1:
-        return content[0]
+    if len(modules) == 1:
+        return modules[0]
     depth = kwargs.get("tisa_depth")
-    if depth is not None:  # ALBERT, as in _scorer_for
+    if depth is not None:
         layer = depth * module.config.inner_group_num + layer
-    return content[layer]
+    return modules[layer]
 
 
 def tisa_attention_forward(

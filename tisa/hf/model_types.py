@@ -48,7 +48,12 @@ from transformers.utils.output_capturing import _CAN_RECORD_REGISTRY
 from tisa.hf.architectures import FAMILIES, stock_model_type
 from tisa.hf.attention_fn import IMPLEMENTATIONS
 from tisa.hf.settings import stored_settings
-from tisa.hf.surgery import TisaAlbertTransformer, pass_scorers, remove_absolute_positions
+from tisa.hf.surgery import (
+    TisaAlbertTransformer,
+    pass_scorers,
+    remove_absolute_positions,
+    tisa_kwargs,
+)
 from tisa.scoring import RelativeContent, ScoringFunction, build
 
 __all__ = [
@@ -227,12 +232,9 @@ def _forward_with_scorers(forward):
 
     @functools.wraps(forward)
     def wrapped(self, *args: Any, **kwargs: Any):
-        scorers = getattr(self, "tisa_scorers", None)  # only the base model holds them
-        if scorers is not None and "tisa_scorers" not in kwargs:
-            kwargs["tisa_scorers"] = scorers
-            content = getattr(self, "tisa_content", None)
-            if content is not None:
-                kwargs["tisa_content"] = content
+        # only the base model holds them
+        if getattr(self, "tisa_scorers", None) is not None and "tisa_scorers" not in kwargs:
+            kwargs.update(tisa_kwargs(self))
         return forward(self, *args, **kwargs)
 
     return wrapped
@@ -324,25 +326,22 @@ def install(model: PreTrainedModel, settings: dict[str, Any]) -> None:
         module.tisa_layer = index
     if model_type == "albert":
         base.encoder.__class__ = TisaAlbertTransformer
-    scorers = nn.ModuleList()
-    if settings["scoring"] is not None:
-        count = 1 if settings["share_across_layers"] else layout.num_layers(config)
-        scorers.extend(build(**settings["scoring"]) for _ in range(count))
-        reference = next(model.parameters(), None)
+    count = 1 if settings["share_across_layers"] else layout.num_layers(config)
+    reference = next(model.parameters(), None)  # where the model's weights live
+
+    def per_layer(make) -> nn.ModuleList:
+        modules = nn.ModuleList(make() for _ in range(count))
         if reference is not None:
-            scorers.to(device=reference.device, dtype=reference.dtype)
-    base.tisa_scorers = scorers
+            modules.to(device=reference.device, dtype=reference.dtype)
+        return modules
+
+    base.tisa_scorers = nn.ModuleList()
+    if settings["scoring"] is not None:
+        base.tisa_scorers = per_layer(lambda: build(**settings["scoring"]))
     if settings.get("content_offsets") is not None:
         heads = int(config.num_attention_heads)
-        count = 1 if settings["share_across_layers"] else layout.num_layers(config)
-        content = nn.ModuleList(
-            RelativeContent(heads, int(config.hidden_size) // heads, settings["content_offsets"],
-                            settings.get("content_beyond", "clip"))
-            for _ in range(count)
-        )
-        reference = next(model.parameters(), None)
-        if reference is not None:
-            content.to(device=reference.device, dtype=reference.dtype)
-        base.tisa_content = content
+        base.tisa_content = per_layer(lambda: RelativeContent(
+            heads, int(config.hidden_size) // heads, settings["content_offsets"],
+            settings.get("content_beyond", "clip")))
     if pass_scorers not in base._forward_pre_hooks.values():
         base.register_forward_pre_hook(pass_scorers, with_kwargs=True)

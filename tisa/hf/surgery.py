@@ -110,11 +110,18 @@ def pass_scorers(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, d
     ``tisa_content``, when it has them) to the attention layers,
     after checking that a model that keeps its position table is not asked past it."""
     _check_length(module, args, kwargs)
-    kwargs["tisa_scorers"] = module.tisa_scorers
-    content = getattr(module, "tisa_content", None)
-    if content is not None:
-        kwargs["tisa_content"] = content
+    kwargs.update(tisa_kwargs(module))
     return args, kwargs
+
+
+def tisa_kwargs(base: nn.Module) -> dict[str, Any]:
+    """What a TISA base model hands its attention layers: its scorers, and its relative
+    content terms when it has them."""
+    out = {"tisa_scorers": base.tisa_scorers}
+    content = getattr(base, "tisa_content", None)
+    if content is not None:
+        out["tisa_content"] = content
+    return out
 
 
 def _check_length(base: nn.Module, args: tuple, kwargs: dict) -> None:
