@@ -609,6 +609,14 @@ def test_a_float_keep_mask_is_refused():
         )
         attention(q, k, v, None, mask=torch.zeros(2, 1, 1, 5), backend=backend)
         attention(q, k, v, None, mask=torch.tensor([0.0, 1.0, 0.5, 0.0, 1.0]).expand(2, 1, 1, 5))
+        # a first row of 0s and 1s and other values later: not a keep mask either
+        later = torch.zeros(2, 3, 5, 5)
+        later[1, 2, 4, 0] = 0.5
+        attention(q, k, v, None, mask=later, backend=backend)
+    # a keep mask whose first row keeps everything, and one that is 0/1 in a dense layout
+    dense = keep.float()[:, None, None, :].expand(2, 3, 5, 5)
+    with pytest.raises(ValueError, match="keep mask"):
+        attention(q, k, v, None, mask=dense)
 
 
 def test_a_2d_mask_is_a_padding_mask_even_when_lq_equals_b():

@@ -268,6 +268,11 @@ def _refuse_keep_mask(mask: Tensor) -> None:
     padding, as Hugging Face tokenizers return it) that, added to the scores, would mask
     nothing. All zeros is a legitimate additive mask (nothing masked) and passes."""
     m = mask.detach()
+    # a keep mask holds 0s and 1s only: one row with any other value settles it (a dense
+    # additive mask, such as a content term's, costs one row here instead of two passes)
+    first_row = m[(0,) * (m.dim() - 1)]
+    if not bool(((first_row == 0) | (first_row == 1)).all()):
+        return
     ones = m == 1
     if bool(ones.any()) and bool((ones | (m == 0)).all()):
         raise ValueError(
