@@ -7,6 +7,7 @@ import json
 import math
 import os
 import pickle
+import shutil
 from pathlib import Path
 
 import pytest
@@ -313,18 +314,30 @@ def test_word_order_probe_tells_the_models_apart(converted, tmp_path):
 
 
 def test_converted_speed_times_both_models_inside_the_table(converted, tmp_path):
-    """benchmarks/converted_speed.py: paired timings of the original and its conversion."""
+    """benchmarks/converted_speed.py: paired timings of the original and its conversions,
+    forward and fine-tuning step, written with their provenance."""
     speed = _script("converted_speed")
     _, out = converted
     result = speed.measure(out, lengths=(16, 32), batch=2, rounds=2)
-    assert [r["length"] for r in result["rows"]] == [16, 32]
+    assert [r["length"] for r in result["rows"]] == [16, 32] and result["mode"] == "forward"
     for r in result["rows"]:
-        assert r["original_s"] > 0 and r["converted_s"] > 0
-        assert r["ratio_low"] <= r["ratio"] <= r["ratio_high"]
+        assert r["seconds"]["original"] > 0 and r["seconds"][out.name] > 0
+        assert r["ratio_low"][out.name] <= r["ratio"][out.name] <= r["ratio_high"][out.name]
     assert "| 32 |" in speed.markdown(result)
+    # two conversions of one original, fine-tuning steps: every model has its timings
+    second = tmp_path / "second"
+    shutil.copytree(out, second)
+    written = tmp_path / "cost.json"
+    assert speed.main([str(out), str(second), "--train", "--lengths", "16", "--batch", "2",
+                       "--rounds", "3", "--output", str(written)]) == 0
+    saved = json.loads(written.read_text())
+    assert saved["mode"] == "train" and saved["provenance"]["command"]
+    assert set(saved["rows"][0]["ratio"]) == {out.name, "second"}
     with pytest.raises(ValueError, match="--lengths"):
         speed.measure(out, lengths=(10_000,), batch=1, rounds=1)
-    assert speed.main([str(tmp_path)]) == 2  # not a conversion: an error, no traceback
+    with pytest.raises(ValueError, match="names must differ"):
+        speed.measure([out, out], lengths=(16,), batch=1, rounds=1)
+    assert speed.main([str(tmp_path / "empty")]) == 2  # not a conversion: an error, no traceback
 
 
 def test_finished_conversion_names_the_original_and_the_model(converted, tiny_bert, tmp_path):
