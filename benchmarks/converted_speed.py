@@ -72,8 +72,9 @@ def _time_step(model, ids, mask) -> float:
 
 
 def measure(convert_dirs, *, lengths, batch: int, rounds: int, seed: int = 0,
-            train: bool = False) -> dict:
+            train: bool = False, progress: bool = False) -> dict:
     import torch
+    from tqdm import tqdm
 
     if isinstance(convert_dirs, (str, Path)):
         convert_dirs = [convert_dirs]
@@ -89,7 +90,9 @@ def measure(convert_dirs, *, lengths, batch: int, rounds: int, seed: int = 0,
     gen = torch.Generator().manual_seed(seed)
     names = list(models)
     rows = []
+    bar = tqdm(total=len(lengths) * rounds, desc="rounds", unit="round", disable=not progress)
     for length in lengths:
+        bar.set_postfix(tokens=length)
         ids = torch.randint(vocab // 10, vocab, (batch, length), generator=gen)
         mask = torch.ones_like(ids)
         times: dict[str, list[float]] = {name: [] for name in names}
@@ -99,6 +102,7 @@ def measure(convert_dirs, *, lengths, batch: int, rounds: int, seed: int = 0,
         for turn in range(rounds):
             for name in names[turn % len(names):] + names[: turn % len(names)]:
                 times[name].append(timer(models[name], ids, mask))
+            bar.update()
         row = {"length": length, "seconds": {n: statistics.median(t) for n, t in times.items()},
                "ratio": {}, "ratio_low": {}, "ratio_high": {}}
         for name in names[1:]:
@@ -106,6 +110,7 @@ def measure(convert_dirs, *, lengths, batch: int, rounds: int, seed: int = 0,
             row["ratio"][name] = statistics.median(ratios)
             row["ratio_low"][name], row["ratio_high"][name] = min(ratios), max(ratios)
         rows.append(row)
+    bar.close()
     return {
         "model": source,
         "mode": "train" if train else "forward",
@@ -145,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train", action="store_true",
                         help="time a fine-tuning step (forward + backward, dropout on)")
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch default)")
+    parser.add_argument("--no-progress", dest="progress", action="store_false")
     parser.add_argument("--output", type=Path, default=None,
                         help="also write the timings and their provenance to this JSON file")
     args = parser.parse_args(argv)
@@ -158,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     try:
         result = measure(args.convert_dir, lengths=args.lengths, batch=args.batch,
-                         rounds=args.rounds, train=args.train)
+                         rounds=args.rounds, train=args.train, progress=args.progress)
     except (ValueError, FileNotFoundError) as err:
         print(f"converted_speed: error: {err}", file=sys.stderr)
         return 2

@@ -342,6 +342,32 @@ def convert_selection_content(root: Path) -> str:
     return _selection_with_weights(root, CONVERT_SELECTION_CONTENT)
 
 
+#: fine-tuning step time of the original and its conversions (benchmarks/converted_speed.py)
+CONVERT_STEP_COST = f"{RESULTS}/convert/minilm/step-cost.json"
+
+
+@table("convert-step-cost", CONVERT_STEP_COST)
+def convert_step_cost(root: Path) -> str:
+    """What a fine-tuning step of each conversion costs against the original's, by length."""
+    data = read_json(root, CONVERT_STEP_COST)
+    body = []
+    for r in data["rows"]:
+        for name, ratio in r["ratio"].items():
+            body.append([
+                f"{r['length']:,}", name, f"{1e3 * r['seconds']['original']:.0f} ms",
+                f"{1e3 * r['seconds'][name]:.0f} ms",
+                f"{ratio:.2f}x ({r['ratio_low'][name]:.2f}-{r['ratio_high'][name]:.2f})",
+            ])
+    m = data["provenance"]
+    what = "forward + backward, dropout on" if data["mode"] == "train" else "forward"
+    note = (f"\n\nBatch {data['batch']}, {what}; medians of {data['rounds']} rounds, the models "
+            f"taking turns; {m.get('threads')} threads on {m.get('cpu')}, torch "
+            f"{m.get('torch')}, commit `{(m.get('commit') or '')[:12]}`; `{m.get('command')}`\n")
+    columns = ["tokens", "conversion", "original", "converted",
+               "converted / original: median of rounds (range)"]
+    return markdown_table(columns, body, align="rlrrr") + note
+
+
 def _runs_table(root: Path, runs, *, times: bool = False) -> str:
     """One row per conversion (label, metrics.json): seed, CPU, positional parameters, fit,
     STS-B dev, fidelity, agreement by length, (fit and distillation time,) weights."""

@@ -201,26 +201,33 @@ def glue_cola_order(root: Path) -> str:
 
 
 GLUE_CONTENT = f"{RESULTS}/glue/converted-content-16"
+#: the content term with no term beyond +-K (``--content-beyond zero``)
+GLUE_CONTENT_ZERO = f"{RESULTS}/glue/converted-content-16-zero"
 
 
 @table(
     "glue-cola-content",
-    f"{GLUE_CONTENT}/**/*.json",
-    f"{GLUE_CONTENT}/**/*.csv",
+    *(f"{folder}/**/*.{ext}" for folder in (GLUE_CONTENT, GLUE_CONTENT_ZERO)
+      for ext in ("json", "csv")),
     f"{RESULTS}/glue/protocol/runs/cola/none/*/result.json",
     f"{RESULTS}/glue/converted/runs/cola/none/*/result.json",
 )
 def glue_cola_content(root: Path) -> str:
-    """CoLA fine-tuned from the conversion with a relative content term, against the
-    original and the default conversion: each seed, and the paired differences."""
+    """CoLA fine-tuned from the conversions with a relative content term (clipped beyond
+    +-K, and none beyond), against the original and the default conversion: each seed,
+    and the paired differences."""
+    clip, zero = "converted, content term K=16", "converted, content term K=16, none beyond"
     models = {
         "original": f"{RESULTS}/glue/protocol",
         "converted (default)": f"{RESULTS}/glue/converted",
-        "converted, content term K=16": GLUE_CONTENT,
+        clip: GLUE_CONTENT,
+        zero: GLUE_CONTENT_ZERO,
     }
     pairs = (
-        ("converted, content term K=16", "original"),
-        ("converted, content term K=16", "converted (default)"),
+        (clip, "original"),
+        (clip, "converted (default)"),
+        (zero, "original"),
+        (zero, "converted (default)"),
     )
     return _cola_comparison(root, models, pairs)
 
