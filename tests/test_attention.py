@@ -204,16 +204,30 @@ def test_gradients_reach_every_family(backend):
             assert p.grad is not None and p.grad.abs().sum() > 0, (name, pname)
 
 
-def test_sdpa_trains_a_differentiable_mask_like_eager():
-    q, k, v = make_inputs(2, 3, 9, 9, 8, grad=True)
+@pytest.mark.parametrize(
+    ("mask_shape", "lq", "causal"),
+    [((2, 1, 9, 9), 9, False), ((2, 3, 9, 9), 9, True), ((2, 3, 4, 9), 4, False),
+     ((1, 3, 9, 9), 9, False)],
+)
+def test_sdpa_trains_a_differentiable_mask_like_eager(mask_shape, lq, causal):
+    """The fused path's own backward gives a mask that requires grad its gradient (summed
+    over broadcast axes), also after a cache, causal, and with padding it adds to."""
+    q, k, v = make_inputs(2, 3, lq, 9, 8, grad=True)
     s = sharp_rbf(3)
-    mask = torch.randn(2, 1, 9, 9, requires_grad=True)
+    mask = torch.randn(mask_shape, requires_grad=True)
+    keep = torch.ones(2, 1, 1, 9, dtype=torch.bool)
+    keep[1, ..., 6:] = False
+    assert resolve_backend("auto", q, k, v, None, mask) == "sdpa"
     grads = {}
     for backend in ("eager", "sdpa"):
-        for t in (q, mask, *s.parameters()):
+        for t in (q, k, v, mask, *s.parameters()):
             t.grad = None
-        attention(q, k, v, s, mask=mask, backend=backend).square().sum().backward()
-        grads[backend] = (q.grad.clone(), mask.grad.clone(), s.amplitude.grad.clone())
+        full = mask + torch.zeros(2, 1, 1, 9).masked_fill(~keep, NEG)
+        out = attention(q, k, v, s, mask=full, causal=causal, backend=backend)
+        out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(1)))
+        grads[backend] = (out.detach(), q.grad.clone(), k.grad.clone(), v.grad.clone(),
+                          mask.grad.clone(), s.amplitude.grad.clone())
+    assert grads["sdpa"][4].abs().sum() > 0
     for a, e in zip(grads["sdpa"], grads["eager"]):
         torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-4)
 
@@ -263,6 +277,9 @@ def test_auto_backend_choice():
     tab = bias.table(scoring.build("rbf", num_heads=2), 8, 8)
     assert resolve_backend("auto", q, k, v, tab) == "sdpa"
     assert resolve_backend("auto", q, k, v, tab, dropout_p=0.1) == "eager"
+    trained = torch.zeros(1, 1, 1, k.shape[-2], requires_grad=True)
+    assert resolve_backend("auto", q, k, v, tab, trained) == "sdpa"  # dS is its gradient
+    assert resolve_backend("auto", q, k, v, tab, trained, dropout_p=0.1) == "eager"
     with torch.no_grad():
         assert resolve_backend("auto", q, k, v, tab) == "sdpa"
 

@@ -52,6 +52,29 @@ def test_the_term_is_the_formula_summed_pair_by_pair(beyond):
     torch.testing.assert_close(got, want)
 
 
+@pytest.mark.parametrize("beyond", ["clip", "zero"])
+@pytest.mark.parametrize(("lq", "lk", "max_offset"), [(5, 5, 2), (3, 8, 2), (1, 1, 3), (2, 4, 6)])
+def test_the_term_s_gradients_are_exact(beyond, lq, lk, max_offset):
+    """Gradients to q, k and both vector sets against finite differences (in float64),
+    with fewer keys than offsets, a single position and queries after a cache."""
+    torch.manual_seed(0)
+    term = RelativeContent(num_heads=2, head_dim=3, max_offset=max_offset, beyond=beyond).double()
+    with torch.no_grad():
+        term.key_vectors.normal_()
+        term.query_vectors.normal_()
+    q = torch.randn(2, 2, lq, 3, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(2, 2, lk, 3, dtype=torch.float64, requires_grad=True)
+
+    # the vectors enter as parameters: check them through a functional call
+    def functional(q, k, rk, rq):
+        return torch.func.functional_call(term, {"key_vectors": rk, "query_vectors": rq},
+                                          (q, k, 0.7))
+
+    rk = term.key_vectors.detach().clone().requires_grad_(True)
+    rq = term.query_vectors.detach().clone().requires_grad_(True)
+    assert torch.autograd.gradcheck(functional, (q, k, rk, rq))
+
+
 def test_the_term_depends_on_content_and_offset_only():
     torch.manual_seed(0)
     term = RelativeContent(num_heads=2, head_dim=4, max_offset=3)

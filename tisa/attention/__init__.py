@@ -6,8 +6,9 @@ where F is a Toeplitz bias from a positional scoring function (see :mod:`tisa.sc
 :mod:`tisa.bias`) and M the padding / causal mask. A scoring function that is not
 translation invariant (``translation_invariant = False``: FIRE's query normaliser) gives
 its whole (H, Lq, Lk) bias instead (:meth:`~tisa.scoring.ScoringFunction.position_bias`),
-which is added to M: the backends then see a float mask (trainable: ``"auto"`` picks
-``"eager"`` for training).
+which is added to M: the backends then see a float mask (trainable: ``"auto"`` trains it
+on ``"sdpa"``, whose backward gives the mask its gradient, or on ``"eager"`` with
+dropout).
 
 Letters: B batch, H heads, Lq queries, Lk keys, D head size, N = Lq + Lk - 1 offsets,
 R query rows of a block.
@@ -25,13 +26,15 @@ Backends
              Causality is folded into the table (-inf at positive offsets). When the bias
              trains, a custom backward recomputes the probabilities block by block,
              returns dq/dk/dv and reduces the logit gradient to the table by summing over
-             the batch and along anti-diagonals; no (H, Lq, Lk) tensor exists at any time.
+             the batch and along anti-diagonals; no (H, Lq, Lk) tensor exists at any time,
+             except the gradient of a float mask that requires grad (dS, written block
+             by block).
 ``"flex"``   FlexAttention with a ``score_mod`` that gathers from the (H, N) table, so no
              Lq x Lk bias is ever built. Compiled; on CPU forward only (PyTorch has no
              FlexAttention backward on CPU), on CUDA forward and backward. Has no
              attention dropout: ``dropout_p > 0`` is refused.
-``"auto"``   ``"sdpa"``, except: dropout or a grad-requiring mask during training ->
-             ``"eager"``; CUDA with gradients -> ``"flex"`` when available.
+``"auto"``   ``"sdpa"``, except: dropout during training -> ``"eager"``; CUDA with
+             gradients and no grad-requiring mask -> ``"flex"`` when available.
 
 Masked rows
 -----------

@@ -127,8 +127,10 @@ def resolve_backend(
         return "flex"
     if backend != "auto":
         return backend
-    if needs_grad and (dropout_p > 0 or (mask is not None and mask.requires_grad)):
+    if needs_grad and dropout_p > 0:
         return "eager"
+    if needs_grad and mask is not None and mask.requires_grad:
+        return "sdpa"  # its blocked backward also gives the mask its gradient
     if needs_grad and tab is not None and q.device.type == "cuda" and has_flex():
         return "flex"
     return "sdpa"

@@ -36,11 +36,11 @@ def sdpa(q, k, v, tab, mask, causal, dropout_p, scale, window=None) -> Tensor:
     band = window_band(window, lq, lk, causal)  # the table's columns in any query's reach
     if not trainable:  # detached: a mask that requires grad would rule out the fused kernel
         return _blocked_forward(q, k, v, tab.detach(), add, scale, dropout_p, plan, band)
-    if dropout_p == 0 and (add is None or not add.requires_grad):
+    if dropout_p == 0:  # a differentiable mask gets its gradient, dS, from the same blocks
         return _BiasedSDPA.apply(q, k, v, tab, add, scale, plan, causal if zero else None, band)
-    # Training with dropout or a differentiable mask: the same blocks under autograd, which
-    # runs PyTorch's math kernel per block (the fused one has neither dropout on CPU nor a
-    # mask gradient); the table enters through a view whose backward sums anti-diagonals.
+    # Training with dropout: the same blocks under autograd, which runs PyTorch's math
+    # kernel per block (the fused one has no dropout on CPU); the table enters through a
+    # view whose backward sums anti-diagonals.
     return _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan, band)
 
 
@@ -223,7 +223,8 @@ def _dead_rows(tab: Tensor, add: Tensor | None, lq: int, lk: int) -> Tensor | No
 
 
 class _BiasedSDPA(torch.autograd.Function):
-    """Fused SDPA forward with a constant mask; backward that also trains the bias table.
+    """Fused SDPA forward; backward that also trains the bias table (and the mask, when
+    it requires grad: its gradient is dS, summed over the axes it is broadcast along).
 
     Backward, per block (P recomputed; O the forward output, dO its gradient):
         P  = softmax(q k^T * scale + F + M)       (0 on rows masked out entirely)
@@ -238,12 +239,13 @@ class _BiasedSDPA(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, tab, add, scale, plan, zero_causal, band):
+        # a view of a table (or a mask) that requires grad also requires grad, even here,
+        # and SDPA would then leave its fused kernel for the math one
+        fixed = None if add is None else add.detach()
         if zero_causal is None:
-            # a view of a table that requires grad also requires grad, even here, and
-            # SDPA would then leave its fused kernel for the math one
-            out = _blocked_forward(q, k, v, tab.detach(), add, scale, 0.0, plan, band)
+            out = _blocked_forward(q, k, v, tab.detach(), fixed, scale, 0.0, plan, band)
         else:  # the table is zero (but trains): the unbiased kernel, causal or not
-            out = _plain_sdpa(q, k, v, add, zero_causal, 0.0, scale)
+            out = _plain_sdpa(q, k, v, fixed, zero_causal, 0.0, scale)
         ctx.save_for_backward(q, k, v, out, tab, add)
         ctx.scale, ctx.plan, ctx.band = scale, plan, band
         return out
@@ -272,6 +274,11 @@ class _BiasedSDPA(torch.autograd.Function):
         size = min(b, plan.batch) * min(h, plan.heads) * min(lq, plan.rows) * width
         work = (q.new_empty(size), q.new_empty(size))
         acc = None
+        # the mask's gradient, dS, in full: every block writes its rows (under a window
+        # only the keys in reach, so the others start at 0)
+        dadd = None
+        if add is not None and ctx.needs_input_grad[4]:
+            dadd = (q.new_empty if band is None else q.new_zeros)(b, h, lq, lk)
         for bs, hs, start, stop in _blocks(plan, b, h, lq):
             keys = slice(0, lk) if band is None else _reachable(band, lq, lk, start, stop)
             if bs.start == 0:  # a new block of rows and heads: sum dS over the batch here
@@ -280,14 +287,17 @@ class _BiasedSDPA(torch.autograd.Function):
                 )
             block = _Block(bs, hs, start, stop, keys)
             _backward_block(
-                q, k, v, out, grad_out, tab, add, dead, ctx.scale, block, dq, dk, dv, acc, work
+                q, k, v, out, grad_out, tab, add, dead, ctx.scale, block, dq, dk, dv, acc, work,
+                dadd,
             )
             if bs.stop == b:
                 # table column of the block's anti-diagonal 0 (its first key's, reversed row 0)
                 first = lq - stop + keys.start
                 span = acc.shape[1] + acc.shape[2] - 1
                 dtab[hs, first : first + span] += bias_lib.antidiagonal_sums(acc)
-        return dq, dk, dv, dtab.to(tab.dtype), None, None, None, None, None
+        if dadd is not None:
+            dadd = dadd.sum_to_size(add.shape)
+        return dq, dk, dv, dtab.to(tab.dtype), dadd, None, None, None, None
 
 
 class _Block(NamedTuple):
@@ -307,10 +317,11 @@ def _merged(t: Tensor, n: int) -> Tensor:
 
 
 def _backward_block(
-    q, k, v, out, grad_out, tab, add, dead, scale, block, dq, dk, dv, acc, work
+    q, k, v, out, grad_out, tab, add, dead, scale, block, dq, dk, dv, acc, work, dadd=None
 ) -> None:
     """One block of :class:`_BiasedSDPA`'s backward: writes dq's rows, adds to dk, dv, acc
-    (writes dk, dv in the first block of rows).
+    (writes dk, dv in the first block of rows), and writes the block's dS into ``dadd``
+    (B, H, Lq, Lk) when given.
 
     Works on n = nb * heads matrices of (R, K), K the block's keys (all Lk, or those an
     attention window lets its rows reach). The bias view is the first product's input (no
@@ -353,6 +364,8 @@ def _backward_block(
     dscores.view(nb, g, rows, lk).sub_(delta)
     dscores.mul_(probs)  # dS
     acc.add_(dscores if nb == 1 else dscores.view(nb, g, rows, lk).sum(0))
+    if dadd is not None:  # the mask's gradient: dS, rows back in order
+        dadd[bs, hs, start:stop, keys] = dscores.view(nb, g, rows, lk).flip(2)
     dq[bs, hs, start:stop] = torch.bmm(dscores, kb).view(nb, g, rows, -1).flip(2).mul_(scale)
     _add_product(dk[bs, hs, keys], dscores.transpose(1, 2), qb, first, scale)  # dk += dS^T q
 

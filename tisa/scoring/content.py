@@ -19,10 +19,13 @@ gives them no term, so the term acts on the 2K + 1 keys around each query alone,
 the input length. The vectors start at zero, so adding the term leaves a model's outputs
 unchanged until it trains.
 
-Cost: the term is a dense (B, H, Lq, Lk) float added to the attention mask (two gathers
-from (B, H, L, 2K + 1) products), so attention takes the backends' float-mask path and the
-memory of one Lq x Lk logit matrix per head; the positional table itself stays as cheap as
-before.
+Cost: the term is a dense (B, H, Lq, Lk) float added to the attention mask, so attention
+takes the backends' float-mask path and the memory of one Lq x Lk logit matrix per head;
+the positional table itself stays as cheap as before. With ``"clip"`` the term is two
+gathers from (B, H, L, 2K + 1) products (their backward: scatter-adds over Lq x Lk); with
+``"zero"`` it is computed on its band of 2K + 1 diagonals and laid into a zero matrix,
+and its backward reads the band back out of the gradient, so everything but that zero
+fill and copy is O(Lq * K).
 
 Letters: B batch, H heads, Lq queries, Lk keys, D head size, K the largest offset kept.
 """
@@ -110,12 +113,11 @@ class RelativeContent(nn.Module):
             )
         b, h, lq, _ = q.shape
         lk = k.shape[-2]
-        index = clipped_offset_index(lq, lk, self.max_offset, q.device, self.beyond)  # (Lq, Lk)
         rk = self.key_vectors.to(q.dtype)
         rq = self.query_vectors.to(k.dtype)
-        if self.beyond == "zero":  # row 2K + 1: no term
-            rk = torch.cat([rk, rk.new_zeros(h, 1, self.head_dim)], dim=1)
-            rq = torch.cat([rq, rq.new_zeros(h, 1, self.head_dim)], dim=1)
+        if self.beyond == "zero":
+            return _band_term(q, k, rk, rq, scale)
+        index = clipped_offset_index(lq, lk, self.max_offset, q.device, self.beyond)  # (Lq, Lk)
         # query i with each offset's key vector, then each (i, j) reads its offset's column
         by_query = torch.matmul(q, rk.transpose(-1, -2))  # (B, H, Lq, 2K + 1)
         c2p = by_query.gather(-1, index.expand(b, h, lq, lk))
@@ -127,3 +129,81 @@ class RelativeContent(nn.Module):
     def extra_repr(self) -> str:
         return (f"num_heads={self.num_heads}, head_dim={self.head_dim}, "
                 f"max_offset={self.max_offset}, beyond={self.beyond!r}")
+
+
+def _band_term(q: Tensor, k: Tensor, rk: Tensor, rq: Tensor, scale: float) -> Tensor:
+    """The term with no term beyond +-K, built from its band: (B, H, Lq, Lk).
+
+    Query i (at position s = Lk - Lq + i) meets key s + m - K in column m of the band,
+    m = 0 .. 2K: q_i . rk[m] + k_(s + m - K) . rq[m], both (B, H, Lq, 2K + 1). The band is
+    then laid along the diagonals of the (Lq, Lk) term. Everything but the term's zero
+    fill is O(Lq * K), and the backward reads the band back out of the term's gradient,
+    where the gathers of the clipped term need scatter-adds over (Lq, Lk).
+    """
+    by_query = torch.matmul(q, rk.transpose(-1, -2))  # (B, H, Lq, 2K + 1)
+    by_key = _KeyDiagonals.apply(torch.matmul(k, rq.transpose(-1, -2)), q.shape[-2])
+    return _BandToDense.apply((by_query + by_key) * scale, k.shape[-2])
+
+
+class _KeyDiagonals(torch.autograd.Function):
+    """(B, H, Lk, W) -> (B, H, Lq, W): row i, column m reads key row s + m - K (s = Lk - Lq
+    + i, K = (W - 1) / 2), or 0 where that key does not exist. A strided view of the rows
+    with K zero rows above and below; its adjoint writes the gradient back the same way."""
+
+    @staticmethod
+    def forward(ctx, by_key: Tensor, lq: int) -> Tensor:
+        b, h, lk, width = by_key.shape
+        margin = width // 2
+        padded = by_key.new_zeros(b, h, lk + 2 * margin, width)
+        padded[:, :, margin : margin + lk] = by_key
+        ctx.shape = by_key.shape
+        plane = (lk + 2 * margin) * width
+        view = padded.as_strided(
+            (b, h, lq, width), (h * plane, plane, width, width + 1), (lk - lq) * width
+        )
+        return view.contiguous()
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        b, h, lk, width = ctx.shape
+        lq, margin = grad.shape[-2], width // 2
+        padded = grad.new_zeros(b, h, lk + 2 * margin, width)
+        plane = (lk + 2 * margin) * width
+        padded.as_strided(
+            (b, h, lq, width), (h * plane, plane, width, width + 1), (lk - lq) * width
+        ).copy_(grad)
+        return padded[:, :, margin : margin + lk], None
+
+
+class _BandToDense(torch.autograd.Function):
+    """(B, H, Lq, W) band -> (B, H, Lq, Lk) with row i, column s + m - K = band[i, m]
+    (s = Lk - Lq + i, K = (W - 1) / 2) and 0 elsewhere. Written along the diagonals of a
+    (Lq, Lk + 2K) tensor whose K margin columns on each side take the keys that do not
+    exist; the term is its middle Lk columns (a view). The adjoint gathers the band back."""
+
+    @staticmethod
+    def forward(ctx, band: Tensor, lk: int) -> Tensor:
+        b, h, lq, width = band.shape
+        ctx.width = width
+        laid = band.new_zeros(b, h, lq, lk + width - 1)
+        _diagonals(laid, lq, width, lk - lq).copy_(band)
+        return laid[..., width // 2 : width // 2 + lk]
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        b, h, lq, lk = grad.shape
+        width = ctx.width
+        # the band read straight out of the gradient: key s + m - K of row i, 0 where that
+        # key does not exist (an O(Lq * K) gather, no pass over the (Lq, Lk) gradient)
+        key = torch.arange(lk - lq, lk, device=grad.device)[:, None] + torch.arange(
+            -(width // 2), width // 2 + 1, device=grad.device)
+        inside = (key >= 0) & (key < lk)  # (Lq, W)
+        band = grad.gather(-1, key.clamp(0, lk - 1).expand(b, h, lq, width))
+        return band * inside.to(band.dtype), None
+
+
+def _diagonals(laid: Tensor, lq: int, width: int, start: int) -> Tensor:
+    """The (B, H, Lq, W) view of a contiguous (B, H, Lq, C) tensor whose row i, column m
+    is its element (i, start + i + m)."""
+    b, h, _, cols = laid.shape
+    return laid.as_strided((b, h, lq, width), (h * lq * cols, lq * cols, cols + 1, 1), start)
