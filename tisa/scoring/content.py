@@ -157,22 +157,26 @@ class _KeyDiagonals(torch.autograd.Function):
         padded = by_key.new_zeros(b, h, lk + 2 * margin, width)
         padded[:, :, margin : margin + lk] = by_key
         ctx.shape = by_key.shape
-        plane = (lk + 2 * margin) * width
-        view = padded.as_strided(
-            (b, h, lq, width), (h * plane, plane, width, width + 1), (lk - lq) * width
-        )
-        return view.contiguous()
+        return _key_diagonals(padded, lq, lk).contiguous()
 
     @staticmethod
     def backward(ctx, grad: Tensor):
         b, h, lk, width = ctx.shape
-        lq, margin = grad.shape[-2], width // 2
+        margin = width // 2
         padded = grad.new_zeros(b, h, lk + 2 * margin, width)
-        plane = (lk + 2 * margin) * width
-        padded.as_strided(
-            (b, h, lq, width), (h * plane, plane, width, width + 1), (lk - lq) * width
-        ).copy_(grad)
+        _key_diagonals(padded, grad.shape[-2], lk).copy_(grad)
         return padded[:, :, margin : margin + lk], None
+
+
+def _key_diagonals(padded: Tensor, lq: int, lk: int) -> Tensor:
+    """The (B, H, Lq, W) view of a contiguous (B, H, Lk + 2K, W) tensor whose row i,
+    column m is its element (Lk - Lq + i + m, m): query i's key s + m - K, K rows of margin
+    above it."""
+    b, h, rows, width = padded.shape
+    plane = rows * width
+    return padded.as_strided(
+        (b, h, lq, width), (h * plane, plane, width, width + 1), (lk - lq) * width
+    )
 
 
 class _BandToDense(torch.autograd.Function):
