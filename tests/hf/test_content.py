@@ -75,6 +75,30 @@ def test_the_term_s_gradients_are_exact(beyond, lq, lk, max_offset):
     assert torch.autograd.gradcheck(functional, (q, k, rk, rq))
 
 
+def test_the_clipped_term_in_many_row_blocks_is_the_one_block_term(monkeypatch):
+    """The clipped term is written in blocks of rows (each with its strip around the band):
+    blocks of 2 rows give the one-block term, and exact gradients."""
+    from tisa.scoring import content
+
+    torch.manual_seed(0)
+    term = RelativeContent(num_heads=2, head_dim=3, max_offset=1, beyond="clip").double()
+    with torch.no_grad():
+        term.key_vectors.normal_()
+        term.query_vectors.normal_()
+    q = torch.randn(2, 2, 7, 3, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(2, 2, 10, 3, dtype=torch.float64, requires_grad=True)
+    whole = term(q, k, 0.7)
+    monkeypatch.setattr(content, "_BLOCK", 2)
+    torch.testing.assert_close(term(q, k, 0.7), whole)
+    assert torch.autograd.gradcheck(lambda q, k: term(q, k, 0.7), (q, k))
+    rk = term.key_vectors.detach().clone().requires_grad_(True)
+    rq = term.query_vectors.detach().clone().requires_grad_(True)
+    assert torch.autograd.gradcheck(
+        lambda rk, rq: torch.func.functional_call(
+            term, {"key_vectors": rk, "query_vectors": rq}, (q.detach(), k.detach(), 0.7)),
+        (rk, rq))
+
+
 def test_the_term_depends_on_content_and_offset_only():
     torch.manual_seed(0)
     term = RelativeContent(num_heads=2, head_dim=4, max_offset=3)

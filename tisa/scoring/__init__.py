@@ -78,7 +78,7 @@ from tisa.scoring.baselines import (
     alibi_slopes,
     t5_bucket,
 )
-from tisa.scoring.content import RelativeContent, clipped_offset_index
+from tisa.scoring.content import RelativeContent
 from tisa.scoring.rbf import RBFScoring, far_ramp
 from tisa.scoring.tails import (
     TAILS,
@@ -96,7 +96,6 @@ __all__ = [
     "ClippedOffsets",
     "WindowedOffsets",
     "RelativeContent",
-    "clipped_offset_index",
     "RBFScoring",
     "ALiBiScoring",
     "T5Scoring",

@@ -21,11 +21,13 @@ unchanged until it trains.
 
 Cost: the term is a dense (B, H, Lq, Lk) float added to the attention mask, so attention
 takes the backends' float-mask path and the memory of one Lq x Lk logit matrix per head;
-the positional table itself stays as cheap as before. With ``"clip"`` the term is two
-gathers from (B, H, L, 2K + 1) products (their backward: scatter-adds over Lq x Lk); with
-``"zero"`` it is computed on its band of 2K + 1 diagonals and laid into a zero matrix,
-and its backward reads the band back out of the gradient, so everything but that zero
-fill and copy is O(Lq * K).
+the positional table itself stays as cheap as before. Both modes compute the term on its
+band of 2K + 1 diagonals (O(Lq * K)) and lay it into the dense matrix; the backward reads
+the band back out of the gradient. With ``"zero"`` the rest of the matrix is zero; with
+``"clip"`` it is a row constant plus a column constant on each side of the band (query i
+with the vector of -K or +K, key j with the other one), filled by broadcast adds, whose
+backward is a masked row and column sum: elementwise passes over Lq x Lk, no gathers or
+scatter-adds over it.
 
 Letters: B batch, H heads, Lq queries, Lk keys, D head size, K the largest offset kept.
 """
@@ -37,26 +39,10 @@ from torch import Tensor, nn
 
 from tisa._validate import check_int
 
-__all__ = ["BEYOND", "RelativeContent", "clipped_offset_index"]
+__all__ = ["BEYOND", "RelativeContent"]
 
 #: what offsets beyond +-K read: the vectors of +-K, or no term
 BEYOND = ("clip", "zero")
-
-
-def clipped_offset_index(
-    lq: int, lk: int, max_offset: int, device=None, beyond: str = "clip"
-) -> Tensor:
-    """(Lq, Lk) long: the row of offset j - i for query i at position Lk - Lq + i (the
-    queries are the last Lq of the Lk keys, as everywhere in :mod:`tisa.attention`):
-    clamp(j - i, -K, K) + K; with ``beyond="zero"`` offsets beyond +-K read row 2K + 1
-    instead (the zero row)."""
-    queries = torch.arange(lk - lq, lk, device=device)[:, None]
-    keys = torch.arange(lk, device=device)[None, :]
-    offset = keys - queries
-    index = offset.clamp(-max_offset, max_offset) + max_offset
-    if beyond == "zero":
-        index = index.masked_fill(offset.abs() > max_offset, 2 * max_offset + 1)
-    return index
 
 
 class RelativeContent(nn.Module):
@@ -111,38 +97,34 @@ class RelativeContent(nn.Module):
                 f"RelativeContent: q and k must be (B, {self.num_heads}, L, {self.head_dim}), "
                 f"got {tuple(q.shape)} and {tuple(k.shape)}"
             )
-        b, h, lq, _ = q.shape
-        lk = k.shape[-2]
         rk = self.key_vectors.to(q.dtype)
         rq = self.query_vectors.to(k.dtype)
-        if self.beyond == "zero":
-            return _band_term(q, k, rk, rq, scale)
-        index = clipped_offset_index(lq, lk, self.max_offset, q.device, self.beyond)  # (Lq, Lk)
-        # query i with each offset's key vector, then each (i, j) reads its offset's column
-        by_query = torch.matmul(q, rk.transpose(-1, -2))  # (B, H, Lq, 2K + 1)
-        c2p = by_query.gather(-1, index.expand(b, h, lq, lk))
-        # key j with each offset's query vector; (j, i) reads column j - i
-        by_key = torch.matmul(k, rq.transpose(-1, -2))  # (B, H, Lk, 2K + 1)
-        p2c = by_key.gather(-1, index.t().expand(b, h, lk, lq)).transpose(-1, -2)
-        return (c2p + p2c) * scale
+        return _band_term(q, k, rk, rq, scale, clip=self.beyond == "clip")
 
     def extra_repr(self) -> str:
         return (f"num_heads={self.num_heads}, head_dim={self.head_dim}, "
                 f"max_offset={self.max_offset}, beyond={self.beyond!r}")
 
 
-def _band_term(q: Tensor, k: Tensor, rk: Tensor, rq: Tensor, scale: float) -> Tensor:
-    """The term with no term beyond +-K, built from its band: (B, H, Lq, Lk).
+def _band_term(q: Tensor, k: Tensor, rk: Tensor, rq: Tensor, scale: float,
+               clip: bool = False) -> Tensor:
+    """The term built from its band: (B, H, Lq, Lk).
 
     Query i (at position s = Lk - Lq + i) meets key s + m - K in column m of the band,
     m = 0 .. 2K: q_i . rk[m] + k_(s + m - K) . rq[m], both (B, H, Lq, 2K + 1). The band is
-    then laid along the diagonals of the (Lq, Lk) term. Everything but the term's zero
-    fill is O(Lq * K), and the backward reads the band back out of the term's gradient,
-    where the gathers of the clipped term need scatter-adds over (Lq, Lk).
+    then laid along the diagonals of the (Lq, Lk) term. Beyond the band the term is 0, or
+    with ``clip`` q_i . rk[0] + k_j . rq[0] left of it (offsets below -K) and
+    q_i . rk[2K] + k_j . rq[2K] right of it. The backward reads the band back out of the
+    term's gradient, where gathers of the clipped index would need scatter-adds over
+    (Lq, Lk).
     """
     by_query = torch.matmul(q, rk.transpose(-1, -2))  # (B, H, Lq, 2K + 1)
-    by_key = _KeyDiagonals.apply(torch.matmul(k, rq.transpose(-1, -2)), q.shape[-2])
-    return _BandToDense.apply((by_query + by_key) * scale, k.shape[-2])
+    by_key = torch.matmul(k, rq.transpose(-1, -2))  # (B, H, Lk, 2K + 1)
+    band = (by_query + _KeyDiagonals.apply(by_key, q.shape[-2])) * scale
+    if not clip:
+        return _BandToDense.apply(band, k.shape[-2])
+    ends = [0, -1]  # the columns of offsets -K and +K
+    return _ClippedToDense.apply(band, by_query[..., ends] * scale, by_key[..., ends] * scale)
 
 
 class _KeyDiagonals(torch.autograd.Function):
@@ -195,15 +177,96 @@ class _BandToDense(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: Tensor):
+        return _band_of(grad, ctx.width), None
+
+
+class _ClippedToDense(torch.autograd.Function):
+    """The clipped term from its band (B, H, Lq, W) and its edges: ``by_query`` (B, H, Lq, 2)
+    and ``by_key`` (B, H, Lk, 2), column 0 for offsets below -K and column 1 for offsets
+    above +K. Row i, column j is band[i, j - s + K] on the band and by_query[i, e] +
+    by_key[j, e] off it, e the side. The adjoint: the band gathered back, each edge the
+    gradient summed over its side's columns (for queries) or rows (for keys).
+
+    Both directions go in blocks of rows: left of a block's strip every key is on the left
+    side for all its rows, right of it on the right side, so those parts are plain
+    broadcast adds (forward) and plain sums (backward); only the strip around the band,
+    (rows + 2K) wide, needs the side masks. The dense term is written once, and its
+    gradient read twice (its row and column sums)."""
+
+    @staticmethod
+    def forward(ctx, band: Tensor, by_query: Tensor, by_key: Tensor) -> Tensor:
+        b, h, lq, width = band.shape
+        lk = by_key.shape[-2]
+        margin = width // 2
+        ctx.width = width
+        laid = band.new_empty(b, h, lq, lk + width - 1)
+        term = laid[..., margin : margin + lk]
+        for rows, c0, c1, left in _row_blocks(lq, lk, margin, band.device):
+            sides = [by_query[..., rows, e : e + 1] for e in (0, 1)]
+            torch.add(sides[0], by_key[..., None, :c0, 0], out=term[..., rows, :c0])
+            torch.add(sides[1], by_key[..., None, c1:, 1], out=term[..., rows, c1:])
+            term[..., rows, c0:c1] = torch.where(
+                left, sides[0] + by_key[..., None, c0:c1, 0], sides[1] + by_key[..., None, c0:c1, 1]
+            )
+        _diagonals(laid, lq, width, lk - lq).copy_(band)
+        return term
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
         b, h, lq, lk = grad.shape
-        width = ctx.width
-        # the band read straight out of the gradient: key s + m - K of row i, 0 where that
-        # key does not exist (an O(Lq * K) gather, no pass over the (Lq, Lk) gradient)
-        key = torch.arange(lk - lq, lk, device=grad.device)[:, None] + torch.arange(
-            -(width // 2), width // 2 + 1, device=grad.device)
-        inside = (key >= 0) & (key < lk)  # (Lq, W)
-        band = grad.gather(-1, key.clamp(0, lk - 1).expand(b, h, lq, width))
-        return band * inside.to(band.dtype), None
+        by_query = grad.new_zeros(b, h, lq, 2)
+        by_key = grad.new_zeros(b, h, lk, 2)
+        for rows, c0, c1, left in _row_blocks(lq, lk, ctx.width // 2, grad.device):
+            before, after = grad[..., rows, :c0], grad[..., rows, c1:]
+            by_query[..., rows, 0] = before.sum(-1)
+            by_query[..., rows, 1] = after.sum(-1)
+            by_key[..., :c0, 0] += before.sum(-2)
+            by_key[..., c1:, 1] += after.sum(-2)
+            strip = grad[..., rows, c0:c1]
+            right = _off_band_after(rows, c0, c1, lq, lk, ctx.width // 2, grad.device)
+            for e, side in ((0, left), (1, right)):
+                part = torch.where(side, strip, 0)
+                by_query[..., rows, e] += part.sum(-1)
+                by_key[..., c0:c1, e] += part.sum(-2)
+        return _band_of(grad, ctx.width), by_query, by_key
+
+
+#: rows per block of :class:`_ClippedToDense`
+_BLOCK = 64
+
+
+def _row_blocks(lq: int, lk: int, margin: int, device):
+    """For each block of at most ``_BLOCK`` query rows: the rows (a slice), the strip of
+    keys [c0, c1) where the block's rows are on different sides of their bands, and the
+    strip's left-side mask (rows, c1 - c0): key more than K before its query."""
+    for r0 in range(0, lq, _BLOCK):
+        r1 = min(r0 + _BLOCK, lq)
+        first, last = lk - lq + r0, lk - lq + r1 - 1  # positions of the block's queries
+        c0 = min(max(first - margin, 0), lk)
+        c1 = min(max(last + margin + 1, c0), lk)
+        offset = (torch.arange(c0, c1, device=device)[None, :]
+                  - torch.arange(first, last + 1, device=device)[:, None])
+        yield slice(r0, r1), c0, c1, offset < -margin
+
+
+def _off_band_after(rows: slice, c0: int, c1: int, lq: int, lk: int, margin: int,
+                    device) -> Tensor:
+    """The strip's right-side mask: key more than K after its query."""
+    offset = (torch.arange(c0, c1, device=device)[None, :]
+              - torch.arange(lk - lq + rows.start, lk - lq + rows.stop, device=device)[:, None])
+    return offset > margin
+
+
+def _band_of(grad: Tensor, width: int) -> Tensor:
+    """The (B, H, Lq, W) band read straight out of a (B, H, Lq, Lk) gradient: key s + m - K
+    of row i, 0 where that key does not exist (an O(Lq * K) gather, no pass over the
+    gradient)."""
+    b, h, lq, lk = grad.shape
+    key = torch.arange(lk - lq, lk, device=grad.device)[:, None] + torch.arange(
+        -(width // 2), width // 2 + 1, device=grad.device)
+    inside = (key >= 0) & (key < lk)  # (Lq, W)
+    band = grad.gather(-1, key.clamp(0, lk - 1).expand(b, h, lq, width))
+    return band * inside.to(band.dtype)
 
 
 def _diagonals(laid: Tensor, lq: int, width: int, start: int) -> Tensor:
