@@ -24,10 +24,10 @@ takes the backends' float-mask path and the memory of one Lq x Lk logit matrix p
 the positional table itself stays as cheap as before. Both modes compute the term on its
 band of 2K + 1 diagonals (O(Lq * K)) and lay it into the dense matrix; the backward reads
 the band back out of the gradient. With ``"zero"`` the rest of the matrix is zero; with
-``"clip"`` it is a row constant plus a column constant on each side of the band (query i
-with the vector of -K or +K, key j with the other one), filled by broadcast adds, whose
-backward is a masked row and column sum: elementwise passes over Lq x Lk, no gathers or
-scatter-adds over it.
+``"clip"`` it is a row constant plus a column constant on each side of the band (q_i . rk
+and k_j . rq, both at offset -K left of it and +K right of it), filled by broadcast adds
+in blocks of rows, whose backward is the gradient's row and column sums: elementwise
+passes over Lq x Lk, no gathers or scatter-adds over it.
 
 Letters: B batch, H heads, Lq queries, Lk keys, D head size, K the largest offset kept.
 """
