@@ -201,13 +201,13 @@ class _ClippedToDense(torch.autograd.Function):
         ctx.width = width
         laid = band.new_empty(b, h, lq, lk + width - 1)
         term = laid[..., margin : margin + lk]
-        for rows, c0, c1, left in _row_blocks(lq, lk, margin, band.device):
+        for rows, c0, c1, offset in _row_blocks(lq, lk, margin, band.device):
             sides = [by_query[..., rows, e : e + 1] for e in (0, 1)]
             torch.add(sides[0], by_key[..., None, :c0, 0], out=term[..., rows, :c0])
             torch.add(sides[1], by_key[..., None, c1:, 1], out=term[..., rows, c1:])
-            term[..., rows, c0:c1] = torch.where(
-                left, sides[0] + by_key[..., None, c0:c1, 0], sides[1] + by_key[..., None, c0:c1, 1]
-            )
+            term[..., rows, c0:c1] = torch.where(offset < -margin,
+                                                 sides[0] + by_key[..., None, c0:c1, 0],
+                                                 sides[1] + by_key[..., None, c0:c1, 1])
         _diagonals(laid, lq, width, lk - lq).copy_(band)
         return term
 
@@ -216,15 +216,15 @@ class _ClippedToDense(torch.autograd.Function):
         b, h, lq, lk = grad.shape
         by_query = grad.new_zeros(b, h, lq, 2)
         by_key = grad.new_zeros(b, h, lk, 2)
-        for rows, c0, c1, left in _row_blocks(lq, lk, ctx.width // 2, grad.device):
+        margin = ctx.width // 2
+        for rows, c0, c1, offset in _row_blocks(lq, lk, margin, grad.device):
             before, after = grad[..., rows, :c0], grad[..., rows, c1:]
             by_query[..., rows, 0] = before.sum(-1)
             by_query[..., rows, 1] = after.sum(-1)
             by_key[..., :c0, 0] += before.sum(-2)
             by_key[..., c1:, 1] += after.sum(-2)
             strip = grad[..., rows, c0:c1]
-            right = _off_band_after(rows, c0, c1, lq, lk, ctx.width // 2, grad.device)
-            for e, side in ((0, left), (1, right)):
+            for e, side in ((0, offset < -margin), (1, offset > margin)):
                 part = torch.where(side, strip, 0)
                 by_query[..., rows, e] += part.sum(-1)
                 by_key[..., c0:c1, e] += part.sum(-2)
@@ -238,7 +238,7 @@ _BLOCK = 64
 def _row_blocks(lq: int, lk: int, margin: int, device):
     """For each block of at most ``_BLOCK`` query rows: the rows (a slice), the strip of
     keys [c0, c1) where the block's rows are on different sides of their bands, and the
-    strip's left-side mask (rows, c1 - c0): key more than K before its query."""
+    strip's offsets j - s (rows, c1 - c0): left of the band below -K, right of it above K."""
     for r0 in range(0, lq, _BLOCK):
         r1 = min(r0 + _BLOCK, lq)
         first, last = lk - lq + r0, lk - lq + r1 - 1  # positions of the block's queries
@@ -246,15 +246,7 @@ def _row_blocks(lq: int, lk: int, margin: int, device):
         c1 = min(max(last + margin + 1, c0), lk)
         offset = (torch.arange(c0, c1, device=device)[None, :]
                   - torch.arange(first, last + 1, device=device)[:, None])
-        yield slice(r0, r1), c0, c1, offset < -margin
-
-
-def _off_band_after(rows: slice, c0: int, c1: int, lq: int, lk: int, margin: int,
-                    device) -> Tensor:
-    """The strip's right-side mask: key more than K after its query."""
-    offset = (torch.arange(c0, c1, device=device)[None, :]
-              - torch.arange(lk - lq + rows.start, lk - lq + rows.stop, device=device)[:, None])
-    return offset > margin
+        yield slice(r0, r1), c0, c1, offset
 
 
 def _band_of(grad: Tensor, width: int) -> Tensor:
