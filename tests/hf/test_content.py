@@ -28,6 +28,23 @@ def _random_vectors(model, seed: int = 1) -> None:
                 p.copy_(torch.randn(p.shape, generator=generator))
 
 
+def _pair_by_pair(term: RelativeContent, q, k, scale: float):
+    """The term as its formula, one query-key pair at a time."""
+    lq, lk, max_offset = q.shape[-2], k.shape[-2], term.max_offset
+    want = torch.zeros(q.shape[0], q.shape[1], lq, lk, dtype=q.dtype)
+    for i in range(lq):
+        for j in range(lk):
+            offset = j - (lk - lq + i)  # the queries are the last lq of lk positions
+            if term.beyond == "zero" and abs(offset) > max_offset:
+                continue  # no term beyond +-K
+            row = max(-max_offset, min(max_offset, offset)) + max_offset
+            want[:, :, i, j] = scale * (
+                (q[:, :, i] * term.key_vectors[:, row]).sum(-1)
+                + (k[:, :, j] * term.query_vectors[:, row]).sum(-1)
+            )
+    return want
+
+
 @pytest.mark.parametrize("beyond", ["clip", "zero"])
 def test_the_term_is_the_formula_summed_pair_by_pair(beyond):
     torch.manual_seed(0)
@@ -35,21 +52,8 @@ def test_the_term_is_the_formula_summed_pair_by_pair(beyond):
     with torch.no_grad():
         term.key_vectors.normal_()
         term.query_vectors.normal_()
-    b, lq, lk, scale = 2, 4, 7, 0.3  # queries are the last 4 of 7 positions (a cache)
-    q, k = torch.randn(b, 3, lq, 5), torch.randn(b, 3, lk, 5)
-    got = term(q, k, scale)
-    want = torch.zeros(b, 3, lq, lk)
-    for i in range(lq):
-        for j in range(lk):
-            offset = j - (lk - lq + i)
-            if beyond == "zero" and abs(offset) > 2:
-                continue  # no term beyond +-K
-            row = max(-2, min(2, offset)) + 2
-            want[:, :, i, j] = scale * (
-                (q[:, :, i] * term.key_vectors[:, row]).sum(-1)
-                + (k[:, :, j] * term.query_vectors[:, row]).sum(-1)
-            )
-    torch.testing.assert_close(got, want)
+    q, k = torch.randn(2, 3, 4, 5), torch.randn(2, 3, 7, 5)  # 4 queries after a cache
+    torch.testing.assert_close(term(q, k, 0.3), _pair_by_pair(term, q, k, 0.3))
 
 
 @pytest.mark.parametrize("beyond", ["clip", "zero"])
@@ -75,28 +79,37 @@ def test_the_term_s_gradients_are_exact(beyond, lq, lk, max_offset):
     assert torch.autograd.gradcheck(functional, (q, k, rk, rq))
 
 
-def test_the_clipped_term_in_many_row_blocks_is_the_one_block_term(monkeypatch):
-    """The clipped term is written in blocks of rows (each with its strip around the band):
-    blocks of 2 rows give the one-block term, and exact gradients."""
+@pytest.mark.parametrize("block", [1, 2])
+@pytest.mark.parametrize(("lq", "lk", "max_offset"), [(7, 10, 1), (7, 7, 2), (5, 6, 8), (6, 9, 3)])
+def test_the_clipped_term_in_blocks_of_rows_is_the_formula(monkeypatch, block, lq, lk,
+                                                            max_offset):
+    """The clipped term is written in blocks of rows, each with its strip around the band:
+    with blocks of 1 and 2 rows (strips cut at the first and last key, K beyond the input)
+    it is the formula, with exact gradients."""
     from tisa.scoring import content
 
+    monkeypatch.setattr(content, "_BLOCK", block)
     torch.manual_seed(0)
-    term = RelativeContent(num_heads=2, head_dim=3, max_offset=1, beyond="clip").double()
+    term = RelativeContent(num_heads=2, head_dim=3, max_offset=max_offset, beyond="clip").double()
     with torch.no_grad():
         term.key_vectors.normal_()
         term.query_vectors.normal_()
-    q = torch.randn(2, 2, 7, 3, dtype=torch.float64, requires_grad=True)
-    k = torch.randn(2, 2, 10, 3, dtype=torch.float64, requires_grad=True)
-    whole = term(q, k, 0.7)
-    monkeypatch.setattr(content, "_BLOCK", 2)
-    torch.testing.assert_close(term(q, k, 0.7), whole)
-    assert torch.autograd.gradcheck(lambda q, k: term(q, k, 0.7), (q, k))
+    q = torch.randn(2, 2, lq, 3, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(2, 2, lk, 3, dtype=torch.float64, requires_grad=True)
+    with torch.no_grad():
+        torch.testing.assert_close(term(q, k, 0.7), _pair_by_pair(term, q, k, 0.7))
     rk = term.key_vectors.detach().clone().requires_grad_(True)
     rq = term.query_vectors.detach().clone().requires_grad_(True)
     assert torch.autograd.gradcheck(
-        lambda rk, rq: torch.func.functional_call(
-            term, {"key_vectors": rk, "query_vectors": rq}, (q.detach(), k.detach(), 0.7)),
-        (rk, rq))
+        lambda q, k, rk, rq: torch.func.functional_call(
+            term, {"key_vectors": rk, "query_vectors": rq}, (q, k, 0.7)),
+        (q, k, rk, rq))
+
+
+def test_more_queries_than_keys_is_refused():
+    term = RelativeContent(num_heads=2, head_dim=3, max_offset=2)
+    with pytest.raises(ValueError, match="more queries .* than keys"):
+        term(torch.randn(1, 2, 5, 3), torch.randn(1, 2, 4, 3), 1.0)
 
 
 def test_the_term_depends_on_content_and_offset_only():

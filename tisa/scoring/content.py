@@ -97,6 +97,11 @@ class RelativeContent(nn.Module):
                 f"RelativeContent: q and k must be (B, {self.num_heads}, L, {self.head_dim}), "
                 f"got {tuple(q.shape)} and {tuple(k.shape)}"
             )
+        if q.shape[-2] > k.shape[-2]:
+            raise ValueError(
+                f"RelativeContent: more queries ({q.shape[-2]}) than keys ({k.shape[-2]}); "
+                "the queries are the last of the keys' positions"
+            )
         rk = self.key_vectors.to(q.dtype)
         rq = self.query_vectors.to(k.dtype)
         return _band_term(q, k, rk, rq, scale, clip=self.beyond == "clip")
