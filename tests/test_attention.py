@@ -492,12 +492,14 @@ def test_sdpa_default_blocks_at_length_512_match_eager():
         torch.testing.assert_close(a, e, atol=1e-4, rtol=1e-4)
 
 
-def test_sdpa_never_builds_a_full_bias():
-    """No tensor of H * Lq * Lk elements or more is created, forward or backward."""
+def test_sdpa_never_builds_a_full_bias(monkeypatch):
+    """No tensor of H * Lq * Lk elements or more is created, forward or backward, when the
+    forward's blocks with a mask (at most _MASK_BLOCK_ELEMENTS logits) are smaller."""
     from tisa.attention import sdpa as sdpa_module
 
     b, h, length = 2, 3, 200
     limit = h * length * length
+    monkeypatch.setattr(sdpa_module, "_MASK_BLOCK_ELEMENTS", limit // 2)
     q, k, v = make_inputs(b, h, length, length, 16, grad=True)
     s = sharp_rbf(h)
     mask = padding_mask(b, length)[:, None, None, :]
@@ -601,6 +603,24 @@ def test_sdpa_forward_in_blocks_matches_eager(monkeypatch, masked):
     q, k, v = make_inputs(3, 4, 37, 41, 8)
     s = sharp_rbf(4)
     mask = padding_mask(3, 41)[:, None, None, :] if masked else None
+    with torch.no_grad():
+        expected = attention(q, k, v, s, mask=mask, causal=True, backend="eager")
+        out = attention(q, k, v, s, mask=mask, causal=True, backend="sdpa")
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 37, 41), (3, 1, 37, 41), (1, 4, 1, 41)])
+def test_sdpa_forward_with_a_mask_in_blocks_of_rows_matches_eager(monkeypatch, shape):
+    """A forward that adds a mask runs in blocks of all heads and as many rows as the
+    budget allows: here 10 rows, so blocks of one batch element and several of rows."""
+    from tisa.attention import sdpa as sdpa_module
+
+    monkeypatch.setattr(sdpa_module, "_MASK_BLOCK_ELEMENTS", 4 * 10 * 41)
+    q, k, v = make_inputs(3, 4, 37, 41, 8)
+    plan = sdpa_module._forward_plan(q, k, torch.zeros(shape), None)
+    assert plan == sdpa_module._Plan(1, 4, 10)
+    s = sharp_rbf(4)
+    mask = torch.randn(shape, generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         expected = attention(q, k, v, s, mask=mask, causal=True, backend="eager")
         out = attention(q, k, v, s, mask=mask, causal=True, backend="sdpa")

@@ -19,16 +19,17 @@ Backends
 --------
 ``"eager"``  the formula written out with matmul + softmax. Readable; the test oracle.
 ``"sdpa"``   :func:`torch.nn.functional.scaled_dot_product_attention` (the fused kernel)
-             with the bias as a constant float mask that is never built whole: the mask
-             of a block of query rows is a strided view of the (H, N) table (rows
+             with the bias as a constant float mask built a block of query rows at a
+             time: the mask of a block is a strided view of the (H, N) table (rows
              reversed, see :func:`tisa.bias.reversed_rows`, with the block's queries
-             reversed to match), plus the padding mask of those rows if there is one.
+             reversed to match), plus the padding mask of those rows if there is one
+             (a block with a mask: all heads, as many rows as keep it within 4M logits).
              Causality is folded into the table (-inf at positive offsets). When the bias
              trains, a custom backward recomputes the probabilities block by block,
              returns dq/dk/dv and reduces the logit gradient to the table by summing over
-             the batch and along anti-diagonals; no (H, Lq, Lk) tensor exists at any time,
-             except the gradient of a float mask that requires grad (dS, written block
-             by block).
+             the batch and along anti-diagonals; no (H, Lq, Lk) tensor exists beyond those
+             blocks, except the gradient of a float mask that requires grad (dS, written
+             block by block).
 ``"flex"``   FlexAttention with a ``score_mod`` that gathers from the (H, N) table, so no
              Lq x Lk bias is ever built. Compiled; on CPU forward only (PyTorch has no
              FlexAttention backward on CPU), on CUDA forward and backward. Has no
