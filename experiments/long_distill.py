@@ -1,7 +1,7 @@
-"""Whether a conversion distilled on long blocks as well (``--long-weight``) reads long
-documents better than the default conversion, decided on held-out draws of the long-input
-tasks (:mod:`tisa.longeval.variants` runs it, the second conversion as a ``NAME=@FOLDER``
-variant).
+"""Whether a conversion distilled on long blocks as well (``--long-weight``), alone or
+with the content term, reads long documents better than the default conversion, decided
+on held-out draws of the long-input tasks (:mod:`tisa.longeval.variants` runs it, each
+other conversion as a ``NAME=@FOLDER`` variant).
 
 With ``--long-weight W`` every distillation step also draws one block of ``--long-length``
 tokens (2,048 by default). The student reads it in one pass; its target is the original
@@ -11,6 +11,8 @@ lies nearest the middle (:func:`tisa.convert.distill.windowed_states`).
     tisa convert sentence-transformers/all-MiniLM-L6-v2 --output-dir runs/convert
     tisa convert sentence-transformers/all-MiniLM-L6-v2 --long-weight 1 \\
         --output-dir runs/convert-long
+    tisa convert sentence-transformers/all-MiniLM-L6-v2 --content-offsets 16 \\
+        --content-beyond zero --long-weight 1 --long-every 3 --output-dir runs/convert-comb
     python experiments/long_distill.py runs/convert --output-dir runs/long-distill
 """
 
@@ -19,5 +21,6 @@ import sys
 from tisa.longeval.variants import main
 
 if __name__ == "__main__":
-    sys.exit(main(variants=("long-1=@runs/convert-long/model", "default"),
+    sys.exit(main(variants=("comb=@runs/convert-comb/model", "long-1=@runs/convert-long/model",
+                            "default"),
                   output_dir="runs/long-distill", description=__doc__.split("\n\n")[0]))

@@ -284,7 +284,12 @@ def tisa_attention_forward(
     if content is not None:  # dense (B, H, Lq, Lk): it joins the mask as an additive float
         term = content(query, key, scale)
         mask = additive(attention_mask, term.dtype)  # causality stays the backend's
-        attention_mask = term if mask is None else term + mask
+        if mask is None:
+            attention_mask = term
+        elif term.requires_grad:
+            attention_mask = term + mask
+        else:  # the term is this call's own tensor: no second (B, H, Lq, Lk) one
+            attention_mask = term.add_(mask)
     common = dict(mask=attention_mask, causal=causal, dropout_p=dropout, scale=scale)
     if backend == "eager" or kwargs.get("output_attentions", False):
         out, weights = attention_with_weights(query, key, value, scorer, **common)
