@@ -627,6 +627,68 @@ def test_sdpa_forward_with_a_mask_in_blocks_of_rows_matches_eager(monkeypatch, s
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("band_batch", "lq", "lk", "mask_kind"),
+                         [(2, 37, 37, "padding"), (1, 5, 41, None), (2, 37, 41, "float")])
+def test_a_band_term_added_by_rows_is_its_dense_mask(monkeypatch, causal, band_batch, lq, lk,
+                                                      mask_kind):
+    """``band_term`` on sdpa, in blocks of rows (here 6), never builds a (B, H, Lq, Lk)
+    tensor and gives what the dense term added to the mask gives on eager."""
+    from tisa.attention import sdpa as sdpa_module
+    from tisa.scoring.content import band_to_dense
+
+    b, h, width = 2, 3, 7
+    monkeypatch.setattr(sdpa_module, "_MASK_BLOCK_ELEMENTS", h * 6 * lk)
+    q, k, v = make_inputs(b, h, lq, lk, 8)
+    s = sharp_rbf(h)
+    term = scoring.RelativeContent(h, 8, width // 2, beyond="zero")
+    with torch.no_grad():
+        term.key_vectors.normal_()
+        term.query_vectors.normal_()
+        band = term.band(q[:band_batch], k[:band_batch], 0.5)
+    mask = {"padding": padding_mask(b, lk)[:, None, None, :], None: None,
+            "float": torch.randn(b, 1, lq, lk)}[mask_kind]
+    dense = band_to_dense(band, lk)
+    full = dense if mask is None else dense + (
+        torch.zeros(mask.shape).masked_fill(~mask, NEG) if mask.dtype == torch.bool else mask)
+    with torch.no_grad():
+        want = attention(q, k, v, s, mask=full, causal=causal, backend="eager")
+        with Largest(output_size) as seen:
+            got = attention(q, k, v, s, mask=mask, causal=causal, backend="sdpa",
+                            band_term=band)
+        on_eager = attention(q, k, v, s, mask=mask, causal=causal, backend="eager",
+                             band_term=band)
+    assert seen.largest < b * h * lq * lk
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(on_eager, want, atol=1e-5, rtol=1e-4)
+
+
+def test_a_band_term_that_trains_or_is_as_wide_as_the_keys_goes_into_the_mask():
+    """With a gradient to give, or Lk <= 2K + 1 (the band's diagonals would overlap in a
+    row's storage), the band is laid into a dense mask: the same outputs, and gradients."""
+    from tisa.scoring.content import band_to_dense
+
+    s = sharp_rbf(2)
+    for lk, width in ((9, 5), (5, 7)):
+        q, k, v = make_inputs(1, 2, lk, lk, 4, grad=True)
+        band = torch.randn(1, 2, lk, width, requires_grad=True)
+        got = attention(q, k, v, s, band_term=band, backend="sdpa")
+        got.sum().backward()
+        assert band.grad is not None and band.grad.abs().sum() > 0
+        with torch.no_grad():
+            want = attention(q, k, v, s, mask=band_to_dense(band, lk), backend="eager")
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+            by_rows = attention(q, k, v, s, band_term=band.detach(), backend="sdpa")
+        torch.testing.assert_close(by_rows, want, atol=1e-5, rtol=1e-4)
+
+
+def test_a_band_term_of_the_wrong_shape_is_refused():
+    q, k, v = make_inputs(2, 3, 5, 9, 4)
+    for band in (torch.zeros(2, 3, 5, 4), torch.zeros(2, 1, 5, 5), torch.zeros(3, 3, 5, 5)):
+        with pytest.raises(ValueError, match="band_term must be"):
+            attention(q, k, v, None, band_term=band)
+
+
 # --------------------------------------------------------------------- mask conventions
 
 

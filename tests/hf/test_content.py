@@ -159,6 +159,36 @@ def test_backends_agree_with_eager_and_padding_is_kept_out(implementation):
     assert float((moved - got).abs().max()) > 1e-3
 
 
+@pytest.mark.parametrize("implementation", ["tisa_sdpa", "tisa"])
+def test_zero_beyond_in_inference_adds_the_band_by_rows_like_eager(monkeypatch, implementation):
+    """With no term beyond +-K and nothing training, attention gets the term as its band
+    and the sdpa backend adds it to its blocks of rows: the outputs are eager's (which
+    builds the dense term), padding included."""
+    from tisa.attention import sdpa as sdpa_module
+
+    calls = []
+    by_rows = sdpa_module._with_band
+    monkeypatch.setattr(sdpa_module, "_with_band", lambda *a: calls.append(1) or by_rows(*a))
+    model = tisa.hf.add_tisa(_bert(), position_embeddings="remove", content_offsets=3,
+                             content_beyond="zero")
+    _random_vectors(model)
+    tokens = torch.randint(5, 40, (2, 23))
+    keep = torch.ones_like(tokens)
+    keep[1, 15:] = 0
+    with torch.no_grad():
+        model.set_attn_implementation("tisa_eager")
+        want = model(input_ids=tokens, attention_mask=keep).last_hidden_state
+        assert not calls
+        model.set_attn_implementation(implementation)
+        got = model(input_ids=tokens, attention_mask=keep).last_hidden_state
+    assert calls  # the band, by rows
+    torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-4)
+    calls.clear()
+    model(input_ids=tokens, attention_mask=keep).last_hidden_state.sum().backward()
+    assert not calls  # training: the dense term, whose gradient the backend returns
+    assert model.base_model.tisa_content[0].key_vectors.grad.abs().sum() > 0
+
+
 def test_a_causal_model_stays_causal_with_the_term():
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=40, n_embd=32, n_layer=2, n_head=4, n_positions=64)

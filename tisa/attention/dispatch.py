@@ -15,6 +15,7 @@ from tisa.attention.flex import flex, has_flex
 from tisa.attention.masks import additive
 from tisa.attention.sdpa import sdpa
 from tisa.scoring import ScoringFunction, WindowedOffsets
+from tisa.scoring.content import band_to_dense
 
 __all__ = ["BACKENDS", "Backend", "attention", "attention_with_weights", "resolve_backend"]
 
@@ -33,6 +34,7 @@ def attention(
     dropout_p: float = 0.0,
     scale: float | None = None,
     backend: Backend = "auto",
+    band_term: Tensor | None = None,
 ) -> Tensor:
     """Attention with an optional translation-invariant positional bias.
 
@@ -52,6 +54,13 @@ def attention(
         dropout_p: dropout on the attention probabilities (pass 0 at evaluation).
         scale: logit scale; default 1 / sqrt(D).
         backend: ``"auto"``, ``"eager"``, ``"sdpa"`` or ``"flex"`` (see module docstring).
+        band_term: logits added on the 2K + 1 diagonals around each query and nowhere
+            else, (B | 1, H, Lq, 2K + 1): column m for the key at offset m - K (ignored
+            where that key does not exist; :meth:`tisa.scoring.RelativeContent.band`). The sdpa
+            backend adds it to each block of query rows it writes, with no (B, H, Lq, Lk)
+            tensor, when nothing needs a gradient, there is no attention window and
+            Lk > 2K + 1; otherwise it is laid into a dense float mask
+            (:func:`tisa.scoring.content.band_to_dense`) added to ``mask``.
 
     Returns:
         (B, H, Lq, Dv) attention output.
@@ -62,11 +71,37 @@ def attention(
     window = bias.window if windowed else None
     tab, mask, scale = _prepare(q, k, v, bias, mask, dropout_p, scale)
     chosen = resolve_backend(backend, q, k, v, tab, mask, dropout_p)
+    if band_term is not None:
+        _check_band(band_term, q, k)
+        by_rows = chosen == "sdpa" and tab is not None and window is None and (
+            k.shape[-2] > band_term.shape[-1]) and not (torch.is_grad_enabled() and any(
+                t is not None and t.requires_grad for t in (q, k, v, tab, mask, band_term)))
+        if not by_rows:  # a dense float mask, as any other; the backend is chosen again
+            dense = band_to_dense(band_term, k.shape[-2])
+            add = additive(mask, q.dtype)
+            mask = dense if add is None else dense + add
+            band_term = None
+            chosen = resolve_backend(backend, q, k, v, tab, mask, dropout_p)
     if chosen == "eager":
         return eager(q, k, v, tab, mask, causal, dropout_p, scale)[0]
     if chosen == "flex":
         return flex(q, k, v, tab, mask, causal, scale, window)
-    return sdpa(q, k, v, tab, mask, causal, dropout_p, scale, window)
+    return sdpa(q, k, v, tab, mask, causal, dropout_p, scale, window, band_term)
+
+
+def _check_band(band: Tensor, q: Tensor, k: Tensor) -> None:
+    """A band term (B | 1, H, Lq, 2K + 1) for these queries, on their device and dtype."""
+    b, h, lq, _ = q.shape
+    if not isinstance(band, Tensor) or band.dim() != 4 or band.shape[0] not in (1, b) or (
+        tuple(band.shape[1:3]) != (h, lq) or band.shape[-1] % 2 == 0
+    ):
+        raise ValueError(
+            f"band_term must be (B | 1, H, Lq, 2K + 1) = ({b} | 1, {h}, {lq}, odd), got "
+            f"{tuple(band.shape) if isinstance(band, Tensor) else type(band).__name__}"
+        )
+    if band.device != q.device or band.dtype != q.dtype:
+        raise ValueError(f"band_term is {band.dtype} on {band.device}; q is {q.dtype} on "
+                         f"{q.device}")
 
 
 def attention_with_weights(

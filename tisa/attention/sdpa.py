@@ -18,13 +18,18 @@ from tisa import bias as bias_lib
 from tisa.attention.masks import additive, causal_table, window_band, with_causal
 
 
-def sdpa(q, k, v, tab, mask, causal, dropout_p, scale, window=None) -> Tensor:
+def sdpa(q, k, v, tab, mask, causal, dropout_p, scale, window=None, band_term=None) -> Tensor:
     lq, lk = q.shape[-2], k.shape[-2]
     add = additive(mask, q.dtype)
     grad = torch.is_grad_enabled()
     # A zero bias (zero amplitudes) adds nothing: then the unbiased kernel computes exactly
     # what attention without TISA computes, also while the amplitudes train.
     zero = tab is None or not bool(tab.detach().any())
+    if band_term is not None:  # (see dispatch.attention) added block by block, never trains
+        if causal:
+            tab = causal_table(tab, lk)
+        return _blocked_forward(q, k, v, tab, add, scale, dropout_p,
+                                _block_plan(q, k, v, add), band_term=band_term)
     if zero and (tab is None or not (grad and tab.requires_grad)):
         return _plain_sdpa(q, k, v, add, causal, dropout_p, scale)
     if causal:
@@ -156,7 +161,8 @@ def _sub(t: Tensor, bs: slice, hs: slice) -> Tensor:
     return t[bs if t.shape[0] > 1 else slice(None), hs if t.shape[1] > 1 else slice(None)]
 
 
-def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan, band=None) -> Tensor:
+def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan, band=None,
+                     band_term=None) -> Tensor:
     """Biased SDPA, one fused call per block; the block's bias is a view of the table.
 
     The view reads the block's rows in reverse order (a Toeplitz block read with
@@ -165,11 +171,13 @@ def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan, band=None) -> Te
     With ``band`` (:func:`~tisa.attention.masks.window_band`: the table is -inf outside
     those columns, an attention window) the rows are read in blocks that see only the keys
     the band lets them reach: the work is O(Lq * band) instead of O(Lq * Lk), and the
-    result the same (a masked key has probability 0).
+    result the same (a masked key has probability 0). With ``band_term`` (B | 1, H, Lq, W)
+    each block's bias is written once with the band's rows added (:func:`_with_band`).
     """
     b, h, lq, _ = q.shape
     lk = k.shape[-2]
-    plan = _forward_plan(q, k, add, plan) if band is None else _band_plan(q, band, plan)
+    masked = add if band_term is None else band_term
+    plan = _forward_plan(q, k, masked, plan) if band is None else _band_plan(q, band, plan)
     # (B, Lq, H, D) storage seen as (B, H, Lq, D), the layout SDPA returns: a model that
     # transposes the output back and calls .contiguous() (as Hugging Face models do) then
     # copies nothing (2% of the forward at L = 512, measured with q, k, v in that layout)
@@ -180,8 +188,11 @@ def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan, band=None) -> Te
             out[bs, hs, start:stop] = 0.0
             continue
         attn_mask = bias_lib.reversed_rows(tab[hs], lq, lk, start, stop)[None][..., keys]
-        if add is not None:
-            attn_mask = attn_mask + _rows_reversed(_sub(add, bs, hs), start, stop)[..., keys]
+        added = None if add is None else _rows_reversed(_sub(add, bs, hs), start, stop)
+        if band_term is not None:
+            attn_mask = _with_band(attn_mask, added, _sub(band_term, bs, hs), lq, start, stop)
+        elif added is not None:
+            attn_mask = attn_mask + added[..., keys]
         block = F.scaled_dot_product_attention(
             q[bs, hs, start:stop].flip(2),
             k[bs, hs, keys],
@@ -193,6 +204,41 @@ def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan, band=None) -> Te
         # back in original row order: flipping the block while it is still in cache and
         # copying it was faster than index_copy_ in a side-by-side timing at L = 512
         out[bs, hs, start:stop] = block.flip(2)
+    return out
+
+
+def _with_band(bias: Tensor, added: Tensor | None, band_term: Tensor, lq: int, start: int,
+               stop: int) -> Tensor:
+    """A block's mask, its rows reversed: ``bias`` (1, h, R, Lk), plus ``added`` (its mask
+    rows, or None), plus rows start..stop-1 of ``band_term`` (B | 1, h, Lq, W) on their
+    diagonals, written into one new (nb, h, R, Lk) tensor.
+
+    Reversed row r is query stop - 1 - r, at position p = Lk - Lq + stop - 1 - r; its band
+    column m is key p + m - K, at flat index r * (Lk - 1) + (Lk - Lq + stop - 1) + m of a
+    storage with K spare elements before the block. Along r that is a stride of Lk - 1, so
+    the band is one strided view (its elements distinct while Lk > W) and one in-place add.
+    Band columns of keys that do not exist are set to 0 first; they land on a neighbouring
+    row or a spare element, which they leave unchanged.
+    """
+    nb = max(band_term.shape[0], 1 if added is None else added.shape[0])
+    h, rows, lk = bias.shape[1], stop - start, bias.shape[-1]
+    width = band_term.shape[-1]
+    n = nb * h * rows * lk
+    flat = bias.new_empty(n + width - 1)
+    out = flat[width // 2 : width // 2 + n].view(nb, h, rows, lk)
+    if added is None:
+        out.copy_(bias.expand_as(out))
+    else:
+        torch.add(bias, added, out=out)
+    diagonals = flat.as_strided((nb, h, rows, width), (h * rows * lk, rows * lk, lk - 1, 1),
+                                lk - lq + stop - 1)
+    band = band_term[..., start:stop, :].flip(-2)
+    first = lk - lq + start - width // 2  # the key of the block's first query's column 0
+    if first < 0 or first + rows + width - 1 > lk:  # zero the columns of absent keys
+        key = torch.arange(first + rows - 1, first - 1, -1, device=band.device)[:, None] + (
+            torch.arange(width, device=band.device))
+        band = band.masked_fill((key < 0) | (key >= lk), 0.0)
+    diagonals.add_(band.expand(nb, h, rows, width))
     return out
 
 

@@ -281,7 +281,14 @@ def tisa_attention_forward(
         scorer = WindowedOffsets.of(scorer, window)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
     content = _content_for(module, kwargs)
-    if content is not None:  # dense (B, H, Lq, Lk): it joins the mask as an additive float
+    weights_asked = backend == "eager" or kwargs.get("output_attentions", False)
+    band = None
+    if content is not None and content.beyond == "zero" and not weights_asked and not (
+        torch.is_grad_enabled()
+        and any(t.requires_grad for t in (query, key, *content.parameters()))
+    ):  # nothing trains: the term as its band, which attention adds block by block
+        band = content.band(query, key, scale)
+    elif content is not None:  # dense (B, H, Lq, Lk): it joins the mask as an additive float
         term = content(query, key, scale)
         mask = additive(attention_mask, term.dtype)  # causality stays the backend's
         if mask is None:
@@ -291,10 +298,10 @@ def tisa_attention_forward(
         else:  # the term is this call's own tensor: no second (B, H, Lq, Lk) one
             attention_mask = term.add_(mask)
     common = dict(mask=attention_mask, causal=causal, dropout_p=dropout, scale=scale)
-    if backend == "eager" or kwargs.get("output_attentions", False):
+    if weights_asked:
         out, weights = attention_with_weights(query, key, value, scorer, **common)
     else:
-        out = attention(query, key, value, scorer, backend=backend, **common)
+        out = attention(query, key, value, scorer, backend=backend, band_term=band, **common)
         weights = None
     return out.transpose(1, 2).contiguous(), weights  # (B, Lq, H, D)
 

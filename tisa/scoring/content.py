@@ -27,7 +27,10 @@ the band back out of the gradient. With ``"zero"`` the rest of the matrix is zer
 ``"clip"`` it is a row constant plus a column constant on each side of the band (q_i . rk
 and k_j . rq, both at offset -K left of it and +K right of it), filled by broadcast adds
 in blocks of rows, whose backward is the gradient's row and column sums: elementwise
-passes over Lq x Lk, no gathers or scatter-adds over it.
+passes over Lq x Lk, no gathers or scatter-adds over it. With ``"zero"`` and nothing
+training, :meth:`RelativeContent.band` gives the term as its band alone, and
+:func:`tisa.attention.attention` (``band_term``) adds it to the sdpa backend's blocks of
+query rows: no (B, H, Lq, Lk) term at all.
 
 Letters: B batch, H heads, Lq queries, Lk keys, D head size, K the largest offset kept.
 """
@@ -39,7 +42,7 @@ from torch import Tensor, nn
 
 from tisa._validate import check_int
 
-__all__ = ["BEYOND", "RelativeContent"]
+__all__ = ["BEYOND", "RelativeContent", "band_to_dense"]
 
 #: what offsets beyond +-K read: the vectors of +-K, or no term
 BEYOND = ("clip", "zero")
@@ -89,6 +92,27 @@ class RelativeContent(nn.Module):
     def forward(self, q: Tensor, k: Tensor, scale: float) -> Tensor:
         """The term for queries q (B, H, Lq, D) and keys k (B, H, Lk, D): (B, H, Lq, Lk),
         in q's dtype."""
+        rk, rq = self._vectors(q, k)
+        return _band_term(q, k, rk, rq, scale, clip=self.beyond == "clip")
+
+    def band(self, q: Tensor, k: Tensor, scale: float) -> Tensor:
+        """With ``beyond="zero"``, the whole term as its band: (B, H, Lq, 2K + 1), column m
+        the logit of the key at offset m - K from each query, 0 where that key does not
+        exist. :func:`band_to_dense` lays it into the (B, H, Lq, Lk) term;
+        :func:`tisa.attention.attention` takes it as ``band_term`` and adds it without
+        building that term (in blocks of query rows, on the sdpa backend)."""
+        if self.beyond != "zero":
+            raise ValueError(
+                "RelativeContent.band: only a term with no term beyond +-K (beyond='zero') "
+                f"is its band; this one has beyond={self.beyond!r}"
+            )
+        rk, rq = self._vectors(q, k)
+        band, _, _ = _band(q, k, rk, rq, scale)
+        return band * _keys_exist(q.shape[-2], k.shape[-2], band.shape[-1], q.device).to(
+            band.dtype)
+
+    def _vectors(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """Checks q and k; the key and query vectors in their dtypes."""
         if q.dim() != 4 or k.dim() != 4 or q.shape[1] != self.num_heads or (
             q.shape[-1] != self.head_dim or k.shape[1] != self.num_heads
             or k.shape[-1] != self.head_dim
@@ -102,9 +126,7 @@ class RelativeContent(nn.Module):
                 f"RelativeContent: more queries ({q.shape[-2]}) than keys ({k.shape[-2]}); "
                 "the queries are the last of the keys' positions"
             )
-        rk = self.key_vectors.to(q.dtype)
-        rq = self.query_vectors.to(k.dtype)
-        return _band_term(q, k, rk, rq, scale, clip=self.beyond == "clip")
+        return self.key_vectors.to(q.dtype), self.query_vectors.to(k.dtype)
 
     def extra_repr(self) -> str:
         return (f"num_heads={self.num_heads}, head_dim={self.head_dim}, "
@@ -123,13 +145,27 @@ def _band_term(q: Tensor, k: Tensor, rk: Tensor, rq: Tensor, scale: float,
     term's gradient, where gathers of the clipped index would need scatter-adds over
     (Lq, Lk).
     """
-    by_query = torch.matmul(q, rk.transpose(-1, -2))  # (B, H, Lq, 2K + 1)
-    by_key = torch.matmul(k, rq.transpose(-1, -2))  # (B, H, Lk, 2K + 1)
-    band = (by_query + _KeyDiagonals.apply(by_key, q.shape[-2])) * scale
+    band, by_query, by_key = _band(q, k, rk, rq, scale)
     if not clip:
-        return _BandToDense.apply(band, k.shape[-2])
+        return band_to_dense(band, k.shape[-2])
     ends = [0, -1]  # the columns of offsets -K and +K
     return _ClippedToDense.apply(band, by_query[..., ends] * scale, by_key[..., ends] * scale)
+
+
+def _band(q: Tensor, k: Tensor, rk: Tensor, rq: Tensor, scale: float):
+    """The band (B, H, Lq, 2K + 1) (what keys that do not exist get is left as it falls),
+    and the products it is made of: by_query (B, H, Lq, 2K + 1), by_key (B, H, Lk, 2K + 1)."""
+    by_query = torch.matmul(q, rk.transpose(-1, -2))
+    by_key = torch.matmul(k, rq.transpose(-1, -2))
+    return (by_query + _KeyDiagonals.apply(by_key, q.shape[-2])) * scale, by_query, by_key
+
+
+def band_to_dense(band: Tensor, lk: int) -> Tensor:
+    """A band of logits (B | 1, H | 1, Lq, W), column m for the key at offset m - (W - 1) / 2
+    from each query (queries at the last Lq of Lk positions), laid into a (B | 1, H | 1, Lq,
+    Lk) matrix that is 0 off the band; what the band holds for keys that do not exist is
+    dropped. Differentiable (its backward reads the band back out of the gradient)."""
+    return _BandToDense.apply(band, lk)
 
 
 class _KeyDiagonals(torch.autograd.Function):
@@ -259,11 +295,21 @@ def _band_of(grad: Tensor, width: int) -> Tensor:
     of row i, 0 where that key does not exist (an O(Lq * K) gather, no pass over the
     gradient)."""
     b, h, lq, lk = grad.shape
-    key = torch.arange(lk - lq, lk, device=grad.device)[:, None] + torch.arange(
-        -(width // 2), width // 2 + 1, device=grad.device)
-    inside = (key >= 0) & (key < lk)  # (Lq, W)
-    band = grad.gather(-1, key.clamp(0, lk - 1).expand(b, h, lq, width))
-    return band * inside.to(band.dtype)
+    band = grad.gather(-1, _band_keys(lq, lk, width, grad.device).clamp(0, lk - 1).expand(
+        b, h, lq, width))
+    return band * _keys_exist(lq, lk, width, grad.device).to(band.dtype)
+
+
+def _band_keys(lq: int, lk: int, width: int, device) -> Tensor:
+    """(Lq, W) long: the key of band column m for query i, s + m - K (s = Lk - Lq + i)."""
+    return torch.arange(lk - lq, lk, device=device)[:, None] + torch.arange(
+        -(width // 2), width // 2 + 1, device=device)
+
+
+def _keys_exist(lq: int, lk: int, width: int, device) -> Tensor:
+    """(Lq, W) bool: band column m of query i is a key that exists."""
+    key = _band_keys(lq, lk, width, device)
+    return (key >= 0) & (key < lk)
 
 
 def _diagonals(laid: Tensor, lq: int, width: int, start: int) -> Tensor:
