@@ -325,6 +325,8 @@ CONVERT_CONTENT_RUNS = (
      f"{RESULTS}/convert/minilm/content-16-zero/metrics.json"),
     ("content_offsets=16, content_beyond=zero, long_weight=1, long_every=3",
      f"{RESULTS}/convert/minilm/content-16-zero-long-e3/metrics.json"),
+    ("content_offsets=16, long_weight=1, long_every=3",
+     f"{RESULTS}/convert/minilm/content-16-long-e3/metrics.json"),
 )
 CONVERT_SELECTION_CONTENT = f"{RESULTS}/convert/minilm/content-16/selection.json"
 
