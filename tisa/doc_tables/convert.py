@@ -346,6 +346,17 @@ def convert_selection_content(root: Path) -> str:
     return _selection_with_weights(root, CONVERT_SELECTION_CONTENT)
 
 
+#: the conversions with the content and the long-input terms together, held out
+CONVERT_SELECTION_CONTENT_LONG = f"{RESULTS}/convert/minilm/content-long/selection.json"
+
+
+@table("convert-selection-content-long", CONVERT_SELECTION_CONTENT_LONG)
+def convert_selection_content_long(root: Path) -> str:
+    """The default conversion and the two with a content term and the long-input term on
+    every third step, scored on the held-out data of the selection."""
+    return _selection_with_weights(root, CONVERT_SELECTION_CONTENT_LONG)
+
+
 #: fine-tuning step time of the original and its conversions (benchmarks/converted_speed.py)
 CONVERT_STEP_COST = f"{RESULTS}/convert/minilm/step-cost.json"
 
