@@ -627,28 +627,34 @@ def test_sdpa_forward_with_a_mask_in_blocks_of_rows_matches_eager(monkeypatch, s
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("beyond", ["zero", "clip"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(("band_batch", "lq", "lk", "mask_kind"),
                          [(2, 37, 37, "padding"), (1, 5, 41, None), (2, 37, 41, "float")])
-def test_a_band_term_added_by_rows_is_its_dense_mask(monkeypatch, causal, band_batch, lq, lk,
-                                                      mask_kind):
-    """``band_term`` on sdpa, in blocks of rows (here 6), never builds a (B, H, Lq, Lk)
-    tensor and gives what the dense term added to the mask gives on eager."""
+def test_a_band_term_added_by_rows_is_its_dense_mask(monkeypatch, beyond, causal, band_batch,
+                                                      lq, lk, mask_kind):
+    """``band_term`` on sdpa, in blocks of rows (here 6; the clipped term's sides in
+    blocks of 4), never builds a (B, H, Lq, Lk) tensor and gives what the dense term added
+    to the mask gives on eager."""
     from tisa.attention import sdpa as sdpa_module
-    from tisa.scoring.content import band_to_dense
+    from tisa.scoring import content as content_module
 
     b, h, width = 2, 3, 7
     monkeypatch.setattr(sdpa_module, "_MASK_BLOCK_ELEMENTS", h * 6 * lk)
+    monkeypatch.setattr(content_module, "_BLOCK", 4)
     q, k, v = make_inputs(b, h, lq, lk, 8)
     s = sharp_rbf(h)
-    term = scoring.RelativeContent(h, 8, width // 2, beyond="zero")
+    term = scoring.RelativeContent(h, 8, width // 2, beyond=beyond)
     with torch.no_grad():
         term.key_vectors.normal_()
         term.query_vectors.normal_()
         band = term.band(q[:band_batch], k[:band_batch], 0.5)
+    assert isinstance(band, content_module.ClippedBand) == (beyond == "clip")
     mask = {"padding": padding_mask(b, lk)[:, None, None, :], None: None,
             "float": torch.randn(b, 1, lq, lk)}[mask_kind]
-    dense = band_to_dense(band, lk)
+    dense = content_module.to_dense(band, lk)
+    with torch.no_grad():
+        torch.testing.assert_close(dense, term(q[:band_batch], k[:band_batch], 0.5))
     full = dense if mask is None else dense + (
         torch.zeros(mask.shape).masked_fill(~mask, NEG) if mask.dtype == torch.bool else mask)
     with torch.no_grad():
@@ -683,10 +689,18 @@ def test_a_band_term_that_trains_or_is_as_wide_as_the_keys_goes_into_the_mask():
 
 
 def test_a_band_term_of_the_wrong_shape_is_refused():
+    from tisa.scoring.content import ClippedBand
+
     q, k, v = make_inputs(2, 3, 5, 9, 4)
     for band in (torch.zeros(2, 3, 5, 4), torch.zeros(2, 1, 5, 5), torch.zeros(3, 3, 5, 5)):
         with pytest.raises(ValueError, match="band_term must be"):
             attention(q, k, v, None, band_term=band)
+    band = torch.zeros(2, 3, 5, 5)
+    for sides, name in (((torch.zeros(2, 3, 5, 2), torch.zeros(2, 3, 5, 2)), "by_key"),
+                        ((torch.zeros(2, 3, 9, 2), torch.zeros(2, 3, 9, 2)), "by_query"),
+                        ((torch.zeros(2, 3, 5, 1), torch.zeros(2, 3, 9, 2)), "by_query")):
+        with pytest.raises(ValueError, match=f"band_term.{name} must be"):
+            attention(q, k, v, None, band_term=ClippedBand(band, *sides))
 
 
 # --------------------------------------------------------------------- mask conventions

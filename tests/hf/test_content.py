@@ -159,18 +159,19 @@ def test_backends_agree_with_eager_and_padding_is_kept_out(implementation):
     assert float((moved - got).abs().max()) > 1e-3
 
 
+@pytest.mark.parametrize("beyond", ["zero", "clip"])
 @pytest.mark.parametrize("implementation", ["tisa_sdpa", "tisa"])
-def test_zero_beyond_in_inference_adds_the_band_by_rows_like_eager(monkeypatch, implementation):
-    """With no term beyond +-K and nothing training, attention gets the term as its band
-    and the sdpa backend adds it to its blocks of rows: the outputs are eager's (which
-    builds the dense term), padding included."""
+def test_in_inference_the_term_is_added_by_rows_like_eager(monkeypatch, implementation, beyond):
+    """With nothing training, attention gets the term as its band (and the clipped term's
+    sides) and the sdpa backend adds it to its blocks of rows: the outputs are eager's
+    (which builds the dense term), padding included."""
     from tisa.attention import sdpa as sdpa_module
 
     calls = []
     by_rows = sdpa_module._with_band
     monkeypatch.setattr(sdpa_module, "_with_band", lambda *a: calls.append(1) or by_rows(*a))
     model = tisa.hf.add_tisa(_bert(), position_embeddings="remove", content_offsets=3,
-                             content_beyond="zero")
+                             content_beyond=beyond)
     _random_vectors(model)
     tokens = torch.randint(5, 40, (2, 23))
     keep = torch.ones_like(tokens)

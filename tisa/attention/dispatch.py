@@ -15,7 +15,7 @@ from tisa.attention.flex import flex, has_flex
 from tisa.attention.masks import additive
 from tisa.attention.sdpa import sdpa
 from tisa.scoring import ScoringFunction, WindowedOffsets
-from tisa.scoring.content import band_to_dense
+from tisa.scoring.content import ClippedBand, to_dense
 
 __all__ = ["BACKENDS", "Backend", "attention", "attention_with_weights", "resolve_backend"]
 
@@ -56,11 +56,13 @@ def attention(
         backend: ``"auto"``, ``"eager"``, ``"sdpa"`` or ``"flex"`` (see module docstring).
         band_term: logits added on the 2K + 1 diagonals around each query and nowhere
             else, (B | 1, H, Lq, 2K + 1): column m for the key at offset m - K (ignored
-            where that key does not exist; :meth:`tisa.scoring.RelativeContent.band`). The sdpa
-            backend adds it to each block of query rows it writes, with no (B, H, Lq, Lk)
-            tensor, when nothing needs a gradient, there is no attention window and
-            Lk > 2K + 1; otherwise it is laid into a dense float mask
-            (:func:`tisa.scoring.content.band_to_dense`) added to ``mask``.
+            where that key does not exist; :meth:`tisa.scoring.RelativeContent.band`), or
+            a :class:`~tisa.scoring.content.ClippedBand`, which also adds a row plus a
+            column constant on each side of the band. The sdpa backend adds it to each
+            block of query rows it writes, with no (B, H, Lq, Lk) tensor, when nothing
+            needs a gradient, there is no attention window and Lk > 2K + 1; otherwise it
+            is laid into a dense float mask (:func:`tisa.scoring.content.to_dense`) added
+            to ``mask``.
 
     Returns:
         (B, H, Lq, Dv) attention output.
@@ -72,12 +74,12 @@ def attention(
     tab, mask, scale = _prepare(q, k, v, bias, mask, dropout_p, scale)
     chosen = resolve_backend(backend, q, k, v, tab, mask, dropout_p)
     if band_term is not None:
-        _check_band(band_term, q, k)
+        terms = _check_band(band_term, q, k)
         by_rows = chosen == "sdpa" and tab is not None and window is None and (
-            k.shape[-2] > band_term.shape[-1]) and not (torch.is_grad_enabled() and any(
-                t is not None and t.requires_grad for t in (q, k, v, tab, mask, band_term)))
+            k.shape[-2] > terms[0].shape[-1]) and not (torch.is_grad_enabled() and any(
+                t is not None and t.requires_grad for t in (q, k, v, tab, mask, *terms)))
         if not by_rows:  # a dense float mask, as any other; the backend is chosen again
-            dense = band_to_dense(band_term, k.shape[-2])
+            dense = to_dense(band_term, k.shape[-2])
             add = additive(mask, q.dtype)
             mask = dense if add is None else dense + add
             band_term = None
@@ -89,9 +91,13 @@ def attention(
     return sdpa(q, k, v, tab, mask, causal, dropout_p, scale, window, band_term)
 
 
-def _check_band(band: Tensor, q: Tensor, k: Tensor) -> None:
-    """A band term (B | 1, H, Lq, 2K + 1) for these queries, on their device and dtype."""
+def _check_band(band_term: Tensor | ClippedBand, q: Tensor, k: Tensor) -> tuple[Tensor, ...]:
+    """A band term (B | 1, H, Lq, 2K + 1), or a ClippedBand with its sides (B | 1, H, Lq, 2)
+    and (B | 1, H, Lk, 2), for these queries and keys, on their device and dtype. Returns
+    its tensors, the band first."""
     b, h, lq, _ = q.shape
+    clipped = isinstance(band_term, ClippedBand)
+    band = band_term.band if clipped else band_term
     if not isinstance(band, Tensor) or band.dim() != 4 or band.shape[0] not in (1, b) or (
         tuple(band.shape[1:3]) != (h, lq) or band.shape[-1] % 2 == 0
     ):
@@ -99,9 +105,18 @@ def _check_band(band: Tensor, q: Tensor, k: Tensor) -> None:
             f"band_term must be (B | 1, H, Lq, 2K + 1) = ({b} | 1, {h}, {lq}, odd), got "
             f"{tuple(band.shape) if isinstance(band, Tensor) else type(band).__name__}"
         )
-    if band.device != q.device or band.dtype != q.dtype:
-        raise ValueError(f"band_term is {band.dtype} on {band.device}; q is {q.dtype} on "
-                         f"{q.device}")
+    terms = tuple(band_term) if clipped else (band,)
+    if clipped:
+        for name, t, n in (("by_query", band_term.by_query, lq),
+                           ("by_key", band_term.by_key, k.shape[-2])):
+            if t.dim() != 4 or t.shape[0] not in (1, b) or tuple(t.shape[1:]) != (h, n, 2):
+                raise ValueError(f"band_term.{name} must be (B | 1, H, {n}, 2) = "
+                                 f"({b} | 1, {h}, {n}, 2), got {tuple(t.shape)}")
+    for t in terms:
+        if t.device != q.device or t.dtype != q.dtype:
+            raise ValueError(f"band_term is {t.dtype} on {t.device}; q is {q.dtype} on "
+                             f"{q.device}")
+    return terms
 
 
 def attention_with_weights(

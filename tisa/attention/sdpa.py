@@ -176,7 +176,7 @@ def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan, band=None,
     """
     b, h, lq, _ = q.shape
     lk = k.shape[-2]
-    masked = add if band_term is None else band_term
+    masked = add if band_term is None else _band_of(band_term)
     plan = _forward_plan(q, k, masked, plan) if band is None else _band_plan(q, band, plan)
     # (B, Lq, H, D) storage seen as (B, H, Lq, D), the layout SDPA returns: a model that
     # transposes the output back and calls .contiguous() (as Hugging Face models do) then
@@ -190,7 +190,8 @@ def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan, band=None,
         attn_mask = bias_lib.reversed_rows(tab[hs], lq, lk, start, stop)[None][..., keys]
         added = None if add is None else _rows_reversed(_sub(add, bs, hs), start, stop)
         if band_term is not None:
-            attn_mask = _with_band(attn_mask, added, _sub(band_term, bs, hs), lq, start, stop)
+            attn_mask = _with_band(attn_mask, added, _sub_band(band_term, bs, hs), lq, start,
+                                   stop)
         elif added is not None:
             attn_mask = attn_mask + added[..., keys]
         block = F.scaled_dot_product_attention(
@@ -207,11 +208,24 @@ def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan, band=None,
     return out
 
 
-def _with_band(bias: Tensor, added: Tensor | None, band_term: Tensor, lq: int, start: int,
+def _band_of(band_term) -> Tensor:
+    """The band (B | 1, H, Lq, W) of a band term: the tensor itself, or a ClippedBand's."""
+    return band_term if isinstance(band_term, Tensor) else band_term.band
+
+
+def _sub_band(band_term, bs: slice, hs: slice):
+    """:func:`_sub` of a band term, each tensor of a ClippedBand sliced alike."""
+    if isinstance(band_term, Tensor):
+        return _sub(band_term, bs, hs)
+    return type(band_term)(*(_sub(t, bs, hs) for t in band_term))
+
+
+def _with_band(bias: Tensor, added: Tensor | None, band_term, lq: int, start: int,
                stop: int) -> Tensor:
     """A block's mask, its rows reversed: ``bias`` (1, h, R, Lk), plus ``added`` (its mask
     rows, or None), plus rows start..stop-1 of ``band_term`` (B | 1, h, Lq, W) on their
-    diagonals, written into one new (nb, h, R, Lk) tensor.
+    diagonals, written into one new (nb, h, R, Lk) tensor. A
+    :class:`~tisa.scoring.content.ClippedBand` also adds its sides off the band.
 
     Reversed row r is query stop - 1 - r, at position p = Lk - Lq + stop - 1 - r; its band
     column m is key p + m - K, at flat index r * (Lk - 1) + (Lk - Lq + stop - 1) + m of a
@@ -220,7 +234,10 @@ def _with_band(bias: Tensor, added: Tensor | None, band_term: Tensor, lq: int, s
     Band columns of keys that do not exist are set to 0 first; they land on a neighbouring
     row or a spare element, which they leave unchanged.
     """
-    nb = max(band_term.shape[0], 1 if added is None else added.shape[0])
+    sides = None if isinstance(band_term, Tensor) else band_term
+    band_term = _band_of(band_term)
+    nb = max(band_term.shape[0], 1 if added is None else added.shape[0],
+             1 if sides is None else sides.by_query.shape[0])
     h, rows, lk = bias.shape[1], stop - start, bias.shape[-1]
     width = band_term.shape[-1]
     n = nb * h * rows * lk
@@ -230,6 +247,8 @@ def _with_band(bias: Tensor, added: Tensor | None, band_term: Tensor, lq: int, s
         out.copy_(bias.expand_as(out))
     else:
         torch.add(bias, added, out=out)
+    if sides is not None:
+        sides.add_sides(out, start, stop)
     diagonals = flat.as_strided((nb, h, rows, width), (h * rows * lk, rows * lk, lk - 1, 1),
                                 lk - lq + stop - 1)
     band = band_term[..., start:stop, :].flip(-2)

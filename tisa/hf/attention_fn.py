@@ -283,7 +283,7 @@ def tisa_attention_forward(
     content = _content_for(module, kwargs)
     weights_asked = backend == "eager" or kwargs.get("output_attentions", False)
     band = None
-    if content is not None and content.beyond == "zero" and not weights_asked and not (
+    if content is not None and not weights_asked and not (
         torch.is_grad_enabled()
         and any(t.requires_grad for t in (query, key, *content.parameters()))
     ):  # nothing trains: the term as its band, which attention adds block by block

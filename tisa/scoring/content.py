@@ -27,8 +27,9 @@ the band back out of the gradient. With ``"zero"`` the rest of the matrix is zer
 ``"clip"`` it is a row constant plus a column constant on each side of the band (q_i . rk
 and k_j . rq, both at offset -K left of it and +K right of it), filled by broadcast adds
 in blocks of rows, whose backward is the gradient's row and column sums: elementwise
-passes over Lq x Lk, no gathers or scatter-adds over it. With ``"zero"`` and nothing
-training, :meth:`RelativeContent.band` gives the term as its band alone, and
+passes over Lq x Lk, no gathers or scatter-adds over it. When nothing trains,
+:meth:`RelativeContent.band` gives the term without its matrix (the band, and with
+``"clip"`` the sides' constants, :class:`ClippedBand`), and
 :func:`tisa.attention.attention` (``band_term``) adds it to the sdpa backend's blocks of
 query rows: no (B, H, Lq, Lk) term at all.
 
@@ -37,12 +38,14 @@ Letters: B batch, H heads, Lq queries, Lk keys, D head size, K the largest offse
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import Tensor, nn
 
 from tisa._validate import check_int
 
-__all__ = ["BEYOND", "RelativeContent", "band_to_dense"]
+__all__ = ["BEYOND", "ClippedBand", "RelativeContent", "band_to_dense", "to_dense"]
 
 #: what offsets beyond +-K read: the vectors of +-K, or no term
 BEYOND = ("clip", "zero")
@@ -95,21 +98,21 @@ class RelativeContent(nn.Module):
         rk, rq = self._vectors(q, k)
         return _band_term(q, k, rk, rq, scale, clip=self.beyond == "clip")
 
-    def band(self, q: Tensor, k: Tensor, scale: float) -> Tensor:
-        """With ``beyond="zero"``, the whole term as its band: (B, H, Lq, 2K + 1), column m
-        the logit of the key at offset m - K from each query, 0 where that key does not
-        exist. :func:`band_to_dense` lays it into the (B, H, Lq, Lk) term;
-        :func:`tisa.attention.attention` takes it as ``band_term`` and adds it without
+    def band(self, q: Tensor, k: Tensor, scale: float) -> Tensor | ClippedBand:
+        """The whole term without its (B, H, Lq, Lk) matrix. With ``beyond="zero"``, its
+        band (B, H, Lq, 2K + 1): column m the logit of the key at offset m - K from each
+        query, 0 where that key does not exist. With ``beyond="clip"``, a
+        :class:`ClippedBand`: that band and the two sides' row and column constants.
+        :func:`to_dense` lays either into the (B, H, Lq, Lk) term;
+        :func:`tisa.attention.attention` takes either as ``band_term`` and adds it without
         building that term (in blocks of query rows, on the sdpa backend)."""
-        if self.beyond != "zero":
-            raise ValueError(
-                "RelativeContent.band: only a term with no term beyond +-K (beyond='zero') "
-                f"is its band; this one has beyond={self.beyond!r}"
-            )
         rk, rq = self._vectors(q, k)
-        band, _, _ = _band(q, k, rk, rq, scale)
-        return band * _keys_exist(q.shape[-2], k.shape[-2], band.shape[-1], q.device).to(
+        band, by_query, by_key = _band(q, k, rk, rq, scale)
+        band = band * _keys_exist(q.shape[-2], k.shape[-2], band.shape[-1], q.device).to(
             band.dtype)
+        if self.beyond == "zero":
+            return band
+        return ClippedBand(band, by_query[..., _ENDS] * scale, by_key[..., _ENDS] * scale)
 
     def _vectors(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         """Checks q and k; the key and query vectors in their dtypes."""
@@ -148,8 +151,46 @@ def _band_term(q: Tensor, k: Tensor, rk: Tensor, rq: Tensor, scale: float,
     band, by_query, by_key = _band(q, k, rk, rq, scale)
     if not clip:
         return band_to_dense(band, k.shape[-2])
-    ends = [0, -1]  # the columns of offsets -K and +K
-    return _ClippedToDense.apply(band, by_query[..., ends] * scale, by_key[..., ends] * scale)
+    return _ClippedToDense.apply(band, by_query[..., _ENDS] * scale, by_key[..., _ENDS] * scale)
+
+
+#: the band columns of offsets -K and +K, whose products the clipped term's sides read
+_ENDS = [0, -1]
+
+
+class ClippedBand(NamedTuple):
+    """A clipped content term (``beyond="clip"``) without its (B, H, Lq, Lk) matrix: on
+    the band, ``band`` (B | 1, H, Lq, 2K + 1) as for ``"zero"``; off it, for query i and
+    key j on side e (0 for offsets below -K, 1 above +K), by_query[i, e] + by_key[j, e],
+    from ``by_query`` (B | 1, H, Lq, 2) and ``by_key`` (B | 1, H, Lk, 2)."""
+
+    band: Tensor
+    by_query: Tensor
+    by_key: Tensor
+
+    def add_sides(self, out: Tensor, start: int, stop: int) -> None:
+        """Adds the sides to ``out`` (B | 1, H, R, Lk), rows start..stop-1 of the term in
+        reverse order (row r is query stop - 1 - r), in place; the band's columns are
+        left as they are. In blocks of rows as :class:`_ClippedToDense` writes them."""
+        lq, lk = self.by_query.shape[-2], self.by_key.shape[-2]
+        margin = self.band.shape[-1] // 2
+        for rows, c0, c1, offset in _row_blocks(lq, lk, margin, out.device, start, stop):
+            block = out[..., stop - rows.stop : stop - rows.start, :]  # rows reversed
+            sides = self.by_query[..., rows, :].flip(-2)
+            block[..., :c0].add_(sides[..., 0:1]).add_(self.by_key[..., None, :c0, 0])
+            block[..., c1:].add_(sides[..., 1:2]).add_(self.by_key[..., None, c1:, 1])
+            offset = offset.flip(0)
+            for e, side in ((0, offset < -margin), (1, offset > margin)):
+                block[..., c0:c1].add_(torch.where(
+                    side, sides[..., e : e + 1] + self.by_key[..., None, c0:c1, e], 0))
+
+
+def to_dense(term: Tensor | ClippedBand, lk: int) -> Tensor:
+    """A content term given by :meth:`RelativeContent.band` as its (B | 1, H, Lq, Lk)
+    matrix (differentiable)."""
+    if isinstance(term, ClippedBand):
+        return _ClippedToDense.apply(*term)
+    return band_to_dense(term, lk)
 
 
 def _band(q: Tensor, k: Tensor, rk: Tensor, rq: Tensor, scale: float):
@@ -276,12 +317,14 @@ class _ClippedToDense(torch.autograd.Function):
 _BLOCK = 64
 
 
-def _row_blocks(lq: int, lk: int, margin: int, device):
-    """For each block of at most ``_BLOCK`` query rows: the rows (a slice), the strip of
-    keys [c0, c1) where the block's rows are on different sides of their bands, and the
-    strip's offsets j - s (rows, c1 - c0): left of the band below -K, right of it above K."""
-    for r0 in range(0, lq, _BLOCK):
-        r1 = min(r0 + _BLOCK, lq)
+def _row_blocks(lq: int, lk: int, margin: int, device, start: int = 0, stop: int | None = None):
+    """For each block of at most ``_BLOCK`` query rows (of rows start..stop-1, default
+    all): the rows (a slice), the strip of keys [c0, c1) where the block's rows are on
+    different sides of their bands, and the strip's offsets j - s (rows, c1 - c0): left of
+    the band below -K, right of it above K."""
+    stop = lq if stop is None else stop
+    for r0 in range(start, stop, _BLOCK):
+        r1 = min(r0 + _BLOCK, stop)
         first, last = lk - lq + r0, lk - lq + r1 - 1  # positions of the block's queries
         c0 = min(max(first - margin, 0), lk)
         c1 = min(max(last + margin + 1, c0), lk)
