@@ -203,32 +203,32 @@ def glue_cola_order(root: Path) -> str:
 GLUE_CONTENT = f"{RESULTS}/glue/converted-content-16"
 #: the content term with no term beyond +-K (``--content-beyond zero``)
 GLUE_CONTENT_ZERO = f"{RESULTS}/glue/converted-content-16-zero"
+#: the clipped content term with the long-input term every third step
+GLUE_CONTENT_LONG = f"{RESULTS}/glue/converted-clip-comb"
 
 
 @table(
     "glue-cola-content",
-    *(f"{folder}/**/*.{ext}" for folder in (GLUE_CONTENT, GLUE_CONTENT_ZERO)
+    *(f"{folder}/**/*.{ext}" for folder in (GLUE_CONTENT, GLUE_CONTENT_ZERO, GLUE_CONTENT_LONG)
       for ext in ("json", "csv")),
     f"{RESULTS}/glue/protocol/runs/cola/none/*/result.json",
     f"{RESULTS}/glue/converted/runs/cola/none/*/result.json",
 )
 def glue_cola_content(root: Path) -> str:
     """CoLA fine-tuned from the conversions with a relative content term (clipped beyond
-    +-K, and none beyond), against the original and the default conversion: each seed,
-    and the paired differences."""
+    +-K, none beyond, and clipped with the long-input term), against the original and the
+    default conversion: each seed, and the paired differences."""
     clip, zero = "converted, content term K=16", "converted, content term K=16, none beyond"
+    long = "converted, content term K=16 + long-input term every 3rd step"
     models = {
         "original": f"{RESULTS}/glue/protocol",
         "converted (default)": f"{RESULTS}/glue/converted",
         clip: GLUE_CONTENT,
         zero: GLUE_CONTENT_ZERO,
+        long: GLUE_CONTENT_LONG,
     }
-    pairs = (
-        (clip, "original"),
-        (clip, "converted (default)"),
-        (zero, "original"),
-        (zero, "converted (default)"),
-    )
+    pairs = tuple((a, b) for a in (clip, zero, long)
+                  for b in ("original", "converted (default)")) + ((long, clip),)
     return _cola_comparison(root, models, pairs)
 
 
