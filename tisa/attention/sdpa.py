@@ -16,6 +16,7 @@ from torch import Tensor
 
 from tisa import bias as bias_lib
 from tisa.attention.masks import additive, causal_table, window_band, with_causal
+from tisa.scoring.content import keys_exist
 
 
 def sdpa(q, k, v, tab, mask, causal, dropout_p, scale, window=None, band_term=None) -> Tensor:
@@ -254,9 +255,8 @@ def _with_band(bias: Tensor, added: Tensor | None, band_term, lq: int, start: in
     band = band_term[..., start:stop, :].flip(-2)
     first = lk - lq + start - width // 2  # the key of the block's first query's column 0
     if first < 0 or first + rows + width - 1 > lk:  # zero the columns of absent keys
-        key = torch.arange(first + rows - 1, first - 1, -1, device=band.device)[:, None] + (
-            torch.arange(width, device=band.device))
-        band = band.masked_fill((key < 0) | (key >= lk), 0.0)
+        exist = keys_exist(lq, lk, width, band.device, start, stop).flip(0)
+        band = band.masked_fill(~exist, 0.0)
     diagonals.add_(band.expand(nb, h, rows, width))
     return out
 

@@ -108,7 +108,7 @@ class RelativeContent(nn.Module):
         building that term (in blocks of query rows, on the sdpa backend)."""
         rk, rq = self._vectors(q, k)
         band, by_query, by_key = _band(q, k, rk, rq, scale)
-        band = band * _keys_exist(q.shape[-2], k.shape[-2], band.shape[-1], q.device).to(
+        band = band * keys_exist(q.shape[-2], k.shape[-2], band.shape[-1], q.device).to(
             band.dtype)
         if self.beyond == "zero":
             return band
@@ -340,18 +340,23 @@ def _band_of(grad: Tensor, width: int) -> Tensor:
     b, h, lq, lk = grad.shape
     band = grad.gather(-1, _band_keys(lq, lk, width, grad.device).clamp(0, lk - 1).expand(
         b, h, lq, width))
-    return band * _keys_exist(lq, lk, width, grad.device).to(band.dtype)
+    return band * keys_exist(lq, lk, width, grad.device).to(band.dtype)
 
 
-def _band_keys(lq: int, lk: int, width: int, device) -> Tensor:
-    """(Lq, W) long: the key of band column m for query i, s + m - K (s = Lk - Lq + i)."""
-    return torch.arange(lk - lq, lk, device=device)[:, None] + torch.arange(
+def _band_keys(lq: int, lk: int, width: int, device, start: int = 0,
+               stop: int | None = None) -> Tensor:
+    """(R, W) long for queries start..stop-1 (default all Lq): the key of band column m
+    for query i, s + m - K (s = Lk - Lq + i)."""
+    stop = lq if stop is None else stop
+    return torch.arange(lk - lq + start, lk - lq + stop, device=device)[:, None] + torch.arange(
         -(width // 2), width // 2 + 1, device=device)
 
 
-def _keys_exist(lq: int, lk: int, width: int, device) -> Tensor:
-    """(Lq, W) bool: band column m of query i is a key that exists."""
-    key = _band_keys(lq, lk, width, device)
+def keys_exist(lq: int, lk: int, width: int, device, start: int = 0,
+               stop: int | None = None) -> Tensor:
+    """(R, W) bool for queries start..stop-1 (default all Lq) of a band of width W: band
+    column m of query i is a key that exists."""
+    key = _band_keys(lq, lk, width, device, start, stop)
     return (key >= 0) & (key < lk)
 
 
