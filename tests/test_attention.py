@@ -630,7 +630,8 @@ def test_sdpa_forward_with_a_mask_in_blocks_of_rows_matches_eager(monkeypatch, s
 @pytest.mark.parametrize("beyond", ["zero", "clip"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(("band_batch", "lq", "lk", "mask_kind"),
-                         [(2, 37, 37, "padding"), (1, 5, 41, None), (2, 37, 41, "float")])
+                         [(2, 37, 37, "padding"), (1, 5, 41, None), (2, 37, 41, "float"),
+                          (1, 37, 41, "padding")])
 def test_a_band_term_added_by_rows_is_its_dense_mask(monkeypatch, beyond, causal, band_batch,
                                                       lq, lk, mask_kind):
     """``band_term`` on sdpa, in blocks of rows (here 6; the clipped term's sides in
@@ -669,27 +670,35 @@ def test_a_band_term_added_by_rows_is_its_dense_mask(monkeypatch, beyond, causal
     torch.testing.assert_close(on_eager, want, atol=1e-5, rtol=1e-4)
 
 
-def test_a_band_term_that_trains_or_is_as_wide_as_the_keys_goes_into_the_mask():
+@pytest.mark.parametrize("clipped", [False, True])
+def test_a_band_term_that_trains_or_is_as_wide_as_the_keys_goes_into_the_mask(clipped):
     """With a gradient to give, or Lk <= 2K + 1 (the band's diagonals would overlap in a
-    row's storage), the band is laid into a dense mask: the same outputs, and gradients."""
-    from tisa.scoring.content import band_to_dense
+    row's storage), the band is laid into a dense mask: the same outputs, and gradients;
+    a padding mask joins it."""
+    from tisa.scoring.content import ClippedBand, to_dense
 
     s = sharp_rbf(2)
     for lk, width in ((9, 5), (5, 7)):
-        q, k, v = make_inputs(1, 2, lk, lk, 4, grad=True)
-        band = torch.randn(1, 2, lk, width, requires_grad=True)
-        got = attention(q, k, v, s, band_term=band, backend="sdpa")
+        q, k, v = make_inputs(2, 2, lk, lk, 4, grad=True)
+        mask = padding_mask(2, lk)[:, None, None, :]
+        parts = [torch.randn(2, 2, lk, width, requires_grad=True)]
+        if clipped:
+            parts += [torch.randn(2, 2, lk, 2, requires_grad=True) for _ in range(2)]
+        term = ClippedBand(*parts) if clipped else parts[0]
+        got = attention(q, k, v, s, mask=mask, band_term=term, backend="sdpa")
         got.sum().backward()
-        assert band.grad is not None and band.grad.abs().sum() > 0
+        assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in parts)
         with torch.no_grad():
-            want = attention(q, k, v, s, mask=band_to_dense(band, lk), backend="eager")
+            dense = to_dense(term, lk).masked_fill(~mask, NEG)
+            want = attention(q, k, v, s, mask=dense, backend="eager")
             torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
-            by_rows = attention(q, k, v, s, band_term=band.detach(), backend="sdpa")
+            fixed = ClippedBand(*(p.detach() for p in parts)) if clipped else parts[0].detach()
+            by_rows = attention(q, k, v, s, mask=mask, band_term=fixed, backend="sdpa")
         torch.testing.assert_close(by_rows, want, atol=1e-5, rtol=1e-4)
 
 
 def test_a_band_term_of_the_wrong_shape_is_refused():
-    from tisa.scoring.content import ClippedBand
+    from tisa.scoring.content import ClippedBand, to_dense
 
     q, k, v = make_inputs(2, 3, 5, 9, 4)
     for band in (torch.zeros(2, 3, 5, 4), torch.zeros(2, 1, 5, 5), torch.zeros(3, 3, 5, 5)):
@@ -698,9 +707,12 @@ def test_a_band_term_of_the_wrong_shape_is_refused():
     band = torch.zeros(2, 3, 5, 5)
     for sides, name in (((torch.zeros(2, 3, 5, 2), torch.zeros(2, 3, 5, 2)), "by_key"),
                         ((torch.zeros(2, 3, 9, 2), torch.zeros(2, 3, 9, 2)), "by_query"),
-                        ((torch.zeros(2, 3, 5, 1), torch.zeros(2, 3, 9, 2)), "by_query")):
+                        ((torch.zeros(2, 3, 5, 1), torch.zeros(2, 3, 9, 2)), "by_query"),
+                        ((torch.zeros(2, 3, 5, 2), torch.zeros(1, 3, 9, 2)), "by_key")):
         with pytest.raises(ValueError, match=f"band_term.{name} must be"):
             attention(q, k, v, None, band_term=ClippedBand(band, *sides))
+    with pytest.raises(ValueError, match="lk=8, but the ClippedBand has 9 keys"):
+        to_dense(ClippedBand(band, torch.zeros(2, 3, 5, 2), torch.zeros(2, 3, 9, 2)), 8)
 
 
 # --------------------------------------------------------------------- mask conventions

@@ -81,7 +81,13 @@ def attention(
         if not by_rows:  # a dense float mask, as any other; the backend is chosen again
             dense = to_dense(band_term, k.shape[-2])
             add = additive(mask, q.dtype)
-            mask = dense if add is None else dense + add
+            if add is None:
+                mask = dense
+            elif dense.requires_grad or torch.broadcast_shapes(dense.shape,
+                                                               add.shape) != dense.shape:
+                mask = dense + add
+            else:  # the term is this call's own tensor: no second (B, H, Lq, Lk) one
+                mask = dense.add_(add)
             band_term = None
             chosen = resolve_backend(backend, q, k, v, tab, mask, dropout_p)
     if chosen == "eager":
@@ -92,9 +98,9 @@ def attention(
 
 
 def _check_band(band_term: Tensor | ClippedBand, q: Tensor, k: Tensor) -> tuple[Tensor, ...]:
-    """A band term (B | 1, H, Lq, 2K + 1), or a ClippedBand with its sides (B | 1, H, Lq, 2)
-    and (B | 1, H, Lk, 2), for these queries and keys, on their device and dtype. Returns
-    its tensors, the band first."""
+    """A band term (B | 1, H, Lq, 2K + 1), or a ClippedBand whose sides (B | 1, H, Lq, 2)
+    and (B | 1, H, Lk, 2) have the band's batch, for these queries and keys, on their
+    device and dtype. Returns its tensors, the band first."""
     b, h, lq, _ = q.shape
     clipped = isinstance(band_term, ClippedBand)
     band = band_term.band if clipped else band_term
@@ -109,9 +115,9 @@ def _check_band(band_term: Tensor | ClippedBand, q: Tensor, k: Tensor) -> tuple[
     if clipped:
         for name, t, n in (("by_query", band_term.by_query, lq),
                            ("by_key", band_term.by_key, k.shape[-2])):
-            if t.dim() != 4 or t.shape[0] not in (1, b) or tuple(t.shape[1:]) != (h, n, 2):
-                raise ValueError(f"band_term.{name} must be (B | 1, H, {n}, 2) = "
-                                 f"({b} | 1, {h}, {n}, 2), got {tuple(t.shape)}")
+            if t.dim() != 4 or tuple(t.shape) != (band.shape[0], h, n, 2):
+                raise ValueError(f"band_term.{name} must be (the band's batch, H, {n}, 2) = "
+                                 f"({band.shape[0]}, {h}, {n}, 2), got {tuple(t.shape)}")
     for t in terms:
         if t.device != q.device or t.dtype != q.dtype:
             raise ValueError(f"band_term is {t.dtype} on {t.device}; q is {q.dtype} on "

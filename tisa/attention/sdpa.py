@@ -172,8 +172,9 @@ def _blocked_forward(q, k, v, tab, add, scale, dropout_p, plan, band=None,
     With ``band`` (:func:`~tisa.attention.masks.window_band`: the table is -inf outside
     those columns, an attention window) the rows are read in blocks that see only the keys
     the band lets them reach: the work is O(Lq * band) instead of O(Lq * Lk), and the
-    result the same (a masked key has probability 0). With ``band_term`` (B | 1, H, Lq, W)
-    each block's bias is written once with the band's rows added (:func:`_with_band`).
+    result the same (a masked key has probability 0). With ``band_term`` (B | 1, H, Lq, W),
+    or a :class:`~tisa.scoring.content.ClippedBand`, each block's bias is written once with
+    the band's rows (and the clipped term's sides) added (:func:`_with_band`).
     """
     b, h, lq, _ = q.shape
     lk = k.shape[-2]

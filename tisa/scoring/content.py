@@ -169,9 +169,10 @@ class ClippedBand(NamedTuple):
     by_key: Tensor
 
     def add_sides(self, out: Tensor, start: int, stop: int) -> None:
-        """Adds the sides to ``out`` (B | 1, H, R, Lk), rows start..stop-1 of the term in
+        """Adds the sides to ``out`` (B', H, R, Lk), rows start..stop-1 of the term in
         reverse order (row r is query stop - 1 - r), in place; the band's columns are
-        left as they are. In blocks of rows as :class:`_ClippedToDense` writes them."""
+        left as they are. B' is the sides' batch, or larger when theirs is 1. In blocks of
+        rows as :class:`_ClippedToDense` writes them."""
         lq, lk = self.by_query.shape[-2], self.by_key.shape[-2]
         margin = self.band.shape[-1] // 2
         for rows, c0, c1, offset in _row_blocks(lq, lk, margin, out.device, start, stop):
@@ -180,14 +181,19 @@ class ClippedBand(NamedTuple):
             block[..., :c0].add_(sides[..., 0:1]).add_(self.by_key[..., None, :c0, 0])
             block[..., c1:].add_(sides[..., 1:2]).add_(self.by_key[..., None, c1:, 1])
             offset = offset.flip(0)
-            for e, side in ((0, offset < -margin), (1, offset > margin)):
-                block[..., c0:c1].add_(torch.where(
-                    side, sides[..., e : e + 1] + self.by_key[..., None, c0:c1, e], 0))
+            block[..., c0:c1].add_(torch.where(
+                offset < -margin, sides[..., 0:1] + self.by_key[..., None, c0:c1, 0],
+                torch.where(offset > margin,
+                            sides[..., 1:2] + self.by_key[..., None, c0:c1, 1], 0)))
 
 
 def to_dense(term: Tensor | ClippedBand, lk: int) -> Tensor:
     """A content term given by :meth:`RelativeContent.band` as its (B | 1, H, Lq, Lk)
-    matrix (differentiable)."""
+    matrix (differentiable). A :class:`ClippedBand` knows its Lk (its ``by_key``); ``lk``
+    must agree with it."""
+    if isinstance(term, ClippedBand) and term.by_key.shape[-2] != lk:
+        raise ValueError(f"to_dense: lk={lk}, but the ClippedBand has "
+                         f"{term.by_key.shape[-2]} keys")
     if isinstance(term, ClippedBand):
         return _ClippedToDense.apply(*term)
     return band_to_dense(term, lk)
