@@ -13,6 +13,8 @@ lies nearest the middle (:func:`tisa.convert.distill.windowed_states`).
         --output-dir runs/convert-long
     tisa convert sentence-transformers/all-MiniLM-L6-v2 --content-offsets 16 \\
         --content-beyond zero --long-weight 1 --long-every 3 --output-dir runs/convert-comb
+    tisa convert sentence-transformers/all-MiniLM-L6-v2 --content-offsets 16 \\
+        --long-weight 1 --long-every 3 --output-dir runs/convert-clip-comb
     python experiments/long_distill.py runs/convert --output-dir runs/long-distill
 """
 
@@ -21,6 +23,7 @@ import sys
 from tisa.longeval.variants import main
 
 if __name__ == "__main__":
-    sys.exit(main(variants=("comb=@runs/convert-comb/model", "long-1=@runs/convert-long/model",
+    sys.exit(main(variants=("clip-comb=@runs/convert-clip-comb/model",
+                            "comb=@runs/convert-comb/model", "long-1=@runs/convert-long/model",
                             "default"),
                   output_dir="runs/long-distill", description=__doc__.split("\n\n")[0]))
