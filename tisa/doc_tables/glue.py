@@ -10,6 +10,7 @@ from typing import Any
 
 from tisa.doc_tables.base import RESULTS, grouped, read_json, signed, table, x100
 from tisa.doc_tables.convert import word_order_table
+from tisa.glue.lengths import markdown as lengths_markdown
 from tisa.glue.results import paired_comparison
 from tisa.reports.markdown import markdown_table
 from tisa.stats import holm
@@ -153,6 +154,18 @@ def glue_scale(root: Path) -> str:
     columns = ["layer", "MiniLM's term: std", "range", "TI", "`keep`'s TISA term: std",
                "range", "ratio of std"]
     return markdown_table(columns, body, align="r" * 7)
+
+
+GLUE_LENGTHS = f"{RESULTS}/glue/lengths/lengths.json"
+
+
+@table("glue-lengths", GLUE_LENGTHS, f"{RESULTS}/glue/lengths/lengths.md")
+def glue_lengths(root: Path) -> str:
+    """GLUE examples' token lengths and the share within K + 1 tokens."""
+    data = read_json(root, GLUE_LENGTHS)
+    prov = data.get("provenance") or {}
+    return (lengths_markdown(data, data["model"]) + "\ncommit "
+            f"`{(prov.get('commit') or '')[:12]}`, `{prov.get('command')}`\n")
 
 
 @table("glue-word-order", f"{RESULTS}/glue/word_order/word_order.json")

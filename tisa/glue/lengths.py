@@ -29,8 +29,9 @@ PROTOCOL_TASKS = ("cola", "sst2", "mrpc", "stsb", "rte")
 
 def count(glue_dir: str | Path, tokenizer, tasks=PROTOCOL_TASKS, offsets: int = 16) -> dict:
     """Per task and split: examples, median, mean and largest length in tokens (special
-    tokens included, not truncated; the GLUE runs cut at ``max_length``, 128), and the share of examples of at most ``offsets`` + 1 tokens (every
-    offset within +-``offsets``)."""
+    tokens included, not truncated; the GLUE runs cut at ``max_length``, 128), and the
+    share of examples of at most ``offsets`` + 1 tokens (every offset within
+    +-``offsets``)."""
     from tisa.data.glue import get_task, load_glue
 
     rows = []
