@@ -19,7 +19,10 @@ import statistics
 import sys
 from pathlib import Path
 
+from tisa.data.glue import get_task, load_glue
+from tisa.hub import model_source
 from tisa.provenance import save_result
+from tisa.reports.markdown import markdown_table
 
 __all__ = ["count", "main", "markdown"]
 
@@ -32,8 +35,6 @@ def count(glue_dir: str | Path, tokenizer, tasks=PROTOCOL_TASKS, offsets: int = 
     tokens included, not truncated; the GLUE runs cut at ``max_length``, 128), and the
     share of examples of at most ``offsets`` + 1 tokens (every offset within
     +-``offsets``)."""
-    from tisa.data.glue import get_task, load_glue
-
     rows = []
     for name in tasks:
         task = get_task(name)
@@ -53,8 +54,6 @@ def count(glue_dir: str | Path, tokenizer, tasks=PROTOCOL_TASKS, offsets: int = 
 
 def markdown(result: dict, model: str) -> str:
     """The table of :func:`count`'s result."""
-    from tisa.reports.markdown import markdown_table
-
     k = result["offsets"]
     rows = [[r["task"], r["split"], f"{r['examples']:,}", f"{r['median']:g}",
              f"{r['mean']:.1f}", r["max"], f"{100 * r['within']:.1f}%"]
@@ -81,8 +80,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--glue-dir: no folder {args.glue_dir}")
     try:
         from transformers import AutoTokenizer
-
-        from tisa.hub import model_source
 
         tokenizer = AutoTokenizer.from_pretrained(model_source(args.model))
         result = count(args.glue_dir, tokenizer, tuple(args.tasks), args.offsets)
