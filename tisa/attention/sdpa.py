@@ -238,8 +238,7 @@ def _with_band(bias: Tensor, added: Tensor | None, band_term, lq: int, start: in
     """
     sides = None if isinstance(band_term, Tensor) else band_term
     band_term = _band_of(band_term)
-    nb = max(band_term.shape[0], 1 if added is None else added.shape[0],
-             1 if sides is None else sides.by_query.shape[0])
+    nb = max(band_term.shape[0], 1 if added is None else added.shape[0])  # sides: the band's
     h, rows, lk = bias.shape[1], stop - start, bias.shape[-1]
     width = band_term.shape[-1]
     n = nb * h * rows * lk

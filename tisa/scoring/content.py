@@ -177,14 +177,8 @@ class ClippedBand(NamedTuple):
         margin = self.band.shape[-1] // 2
         for rows, c0, c1, offset in _row_blocks(lq, lk, margin, out.device, start, stop):
             block = out[..., stop - rows.stop : stop - rows.start, :]  # rows reversed
-            sides = self.by_query[..., rows, :].flip(-2)
-            block[..., :c0].add_(sides[..., 0:1]).add_(self.by_key[..., None, :c0, 0])
-            block[..., c1:].add_(sides[..., 1:2]).add_(self.by_key[..., None, c1:, 1])
-            offset = offset.flip(0)
-            block[..., c0:c1].add_(torch.where(
-                offset < -margin, sides[..., 0:1] + self.by_key[..., None, c0:c1, 0],
-                torch.where(offset > margin,
-                            sides[..., 1:2] + self.by_key[..., None, c0:c1, 1], 0)))
+            _sides_into(block, self.by_query[..., rows, :].flip(-2), self.by_key, c0, c1,
+                        offset.flip(0), margin, accumulate=True)
 
 
 def to_dense(term: Tensor | ClippedBand, lk: int) -> Tensor:
@@ -290,12 +284,8 @@ class _ClippedToDense(torch.autograd.Function):
         laid = band.new_empty(b, h, lq, lk + width - 1)
         term = laid[..., margin : margin + lk]
         for rows, c0, c1, offset in _row_blocks(lq, lk, margin, band.device):
-            sides = [by_query[..., rows, e : e + 1] for e in (0, 1)]
-            torch.add(sides[0], by_key[..., None, :c0, 0], out=term[..., rows, :c0])
-            torch.add(sides[1], by_key[..., None, c1:, 1], out=term[..., rows, c1:])
-            term[..., rows, c0:c1] = torch.where(offset < -margin,
-                                                 sides[0] + by_key[..., None, c0:c1, 0],
-                                                 sides[1] + by_key[..., None, c0:c1, 1])
+            _sides_into(term[..., rows, :], by_query[..., rows, :], by_key, c0, c1, offset,
+                        margin, accumulate=False)
         _diagonals(laid, lq, width, lk - lq).copy_(band)
         return term
 
@@ -321,6 +311,28 @@ class _ClippedToDense(torch.autograd.Function):
 
 #: rows per block of :class:`_ClippedToDense`
 _BLOCK = 64
+
+
+def _sides_into(block: Tensor, sides: Tensor, by_key: Tensor, c0: int, c1: int,
+                offset: Tensor, margin: int, accumulate: bool) -> None:
+    """Writes (or with ``accumulate`` adds) the clipped term's sides into a block of rows
+    (B', H, R, Lk): sides[r, e] + by_key[j, e] for key j on side e of row r's band, from
+    ``sides`` (B | 1, H, R, 2) and ``by_key`` (B | 1, H, Lk, 2). Keys before c0 are left
+    of every row's band, keys from c1 on right of it; the strip between uses ``offset``
+    (R, c1 - c0), j minus the row's position. On the band the strip gets 0 (written) or
+    nothing (added)."""
+    for cols, e in ((slice(None, c0), 0), (slice(c1, None), 1)):
+        if accumulate:
+            block[..., cols].add_(sides[..., e : e + 1]).add_(by_key[..., None, cols, e])
+        else:
+            torch.add(sides[..., e : e + 1], by_key[..., None, cols, e], out=block[..., cols])
+    strip = torch.where(offset < -margin, sides[..., 0:1] + by_key[..., None, c0:c1, 0],
+                        torch.where(offset > margin,
+                                    sides[..., 1:2] + by_key[..., None, c0:c1, 1], 0))
+    if accumulate:
+        block[..., c0:c1].add_(strip)
+    else:
+        block[..., c0:c1] = strip
 
 
 def _row_blocks(lq: int, lk: int, margin: int, device, start: int = 0, stop: int | None = None):
