@@ -35,7 +35,8 @@ def test_counts_tokens_and_the_share_within_k_plus_one(tmp_path):
     # K = 2: offsets up to 2 fit only the 3-token example
     again = lengths.count(tmp_path, Words(), tasks=("cola",), offsets=2)
     assert again["rows"][0]["within"] == pytest.approx(1 / 3)
-    text = lengths.markdown({"model": "m", **result}, "m")
+    text = lengths.markdown({"model": "m", **result})
+    assert text.startswith("m: tokens per example")
     assert "at most 5 tokens (every offset within ±4)" in text and "66.7%" in text
 
 

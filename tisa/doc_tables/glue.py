@@ -164,7 +164,7 @@ def glue_lengths(root: Path) -> str:
     """GLUE examples' token lengths and the share within K + 1 tokens."""
     data = read_json(root, GLUE_LENGTHS)
     prov = data.get("provenance") or {}
-    return (lengths_markdown(data, data["model"]) + "\ncommit "
+    return (lengths_markdown(data) + "\ncommit "
             f"`{(prov.get('commit') or '')[:12]}`, `{prov.get('command')}`\n")
 
 

@@ -52,13 +52,13 @@ def count(glue_dir: str | Path, tokenizer, tasks=PROTOCOL_TASKS, offsets: int = 
     return {"offsets": offsets, "rows": rows}
 
 
-def markdown(result: dict, model: str) -> str:
-    """The table of :func:`count`'s result."""
+def markdown(result: dict) -> str:
+    """The table of :func:`count`'s result with its ``"model"``."""
     k = result["offsets"]
     rows = [[r["task"], r["split"], f"{r['examples']:,}", f"{r['median']:g}",
              f"{r['mean']:.1f}", r["max"], f"{100 * r['within']:.1f}%"]
             for r in result["rows"]]
-    return (f"{model}: tokens per example, special tokens included\n\n" + markdown_table(
+    return (f"{result['model']}: tokens per example, special tokens included\n\n" + markdown_table(
         ["task", "split", "examples", "median", "mean", "max",
          f"at most {k + 1} tokens (every offset within ±{k})"],
         rows, align="llrrrrr"))
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"glue_lengths: error: {err}", file=sys.stderr)
         return 2
     result = {"model": args.model, **result}
-    text = markdown(result, args.model)
+    text = markdown(result)
     print(text, end="")
     if args.output is not None:
         save_result(args.output, "lengths", text, result)
