@@ -118,6 +118,23 @@ def test_cli_writes_results_csv_and_report(tiny_bert, tiny_tisa, tmp_path, capsy
     assert html.count("data:image/png;base64,") == 3  # accuracy, a heatmap, cost
 
 
+def test_a_tisa_model_runs_chunk_w_beside_native(tiny_bert, tiny_tisa, tmp_path, monkeypatch):
+    from tisa.longeval import run as run_lib
+
+    monkeypatch.setattr(run_lib, "write_longeval_report", lambda path, results: path)
+    config = LongEvalConfig(models=(tiny_bert, tiny_tisa), output_dir=str(tmp_path),
+                            tasks=("passkey",), strategies=("chunk", "chunk-100"),
+                            **{**SMALL, "lengths": (128,)})
+    results = longeval(config).results
+    # the table of 64 rows cannot read windows of 100 tokens; the TISA model can
+    assert [m["strategies"] for m in results["models"]] == [["chunk"], ["native", "chunk-100"]]
+    got = {(c["model"], c["strategy"]) for c in results["cells"]}
+    assert got == {(tiny_bert, "chunk"), (tiny_tisa, "native"), (tiny_tisa, "chunk-100")}
+    assert cell_path(tmp_path, tiny_tisa, "chunk-100", "passkey", 128, 1.0, 0).is_file()
+    pairs = {(r["strategy"], r["against"], r["against_strategy"]) for r in results["comparisons"]}
+    assert ("chunk-100", tiny_bert, "chunk") in pairs and ("native", tiny_bert, "chunk") in pairs
+
+
 @pytest.mark.slow
 def test_every_task_and_strategy_end_to_end(tiny_bert, tiny_tisa, tmp_path):
     config = LongEvalConfig(
@@ -208,6 +225,10 @@ def _error(capsys) -> str:
             "passage; got ['passkey', 'poem'] ('poem' unknown)",
         ),
         (["--strategies", "stretch"], "('stretch' unknown)"),
+        (["--strategies", "chunk-x"], "from truncate, chunk, interpolate, copy, "
+         "context-extension, chunk-W; got ['chunk-x'] ('chunk-x' unknown)"),
+        (["--strategies", "chunk-2048"], "reads at most 64 tokens and can run none of chunk-2048"),
+        (["--strategies", "chunk-2"], "chunk-2: a window must hold more than the 2 special"),
         (["--depths", "1.5"], "depths: expected numbers in [0, 1], got 1.5"),
         (["--lengths", "8"], "lengths: 8 tokens cannot hold a needle"),
         (["--text-file", "nowhere.txt"], "text_file: no such file: 'nowhere.txt'"),

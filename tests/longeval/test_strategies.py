@@ -11,9 +11,10 @@ import pytest
 import torch
 from torch import nn
 
-from tisa.longeval.run import load_encoder
+from tisa.longeval.run import load_encoder, strategies_for
 from tisa.longeval.strategies import (
     Chunk,
+    ChunkWindows,
     Copy,
     Interpolate,
     Native,
@@ -58,6 +59,37 @@ def test_chunk_averages_its_windows_by_their_token_counts(encoder):
     want = (pooled * sizes).sum(0) / sizes.sum()
     torch.testing.assert_close(Chunk(encoder).embed([TEXT], 256)[0], want)
     assert len(windows) == 5 and len(windows[-1]) == 254 - 4 * 62  # a short last window
+
+
+def test_chunk_w_reads_windows_of_w_tokens_on_any_model_that_reads_them(encoder, tiny_tisa):
+    tisa_encoder, _ = load_encoder(tiny_tisa)
+    ids = tisa_encoder.content([TEXT])[0][:298]  # the document as a 300-token input
+    windows = [ids[s : s + 98] for s in range(0, len(ids), 98)]  # 100-token windows
+    pooled = torch.stack([_reference(tisa_encoder.model, [2, *w, 3]) for w in windows])
+    sizes = torch.tensor([len(w) + 2 for w in windows], dtype=torch.float32)[:, None]
+    strategy = make_strategy("chunk-100", tisa_encoder)
+    assert isinstance(strategy, ChunkWindows) and strategy.name == "chunk-100"
+    want = (pooled * sizes).sum(0) / sizes.sum()
+    torch.testing.assert_close(strategy.embed([TEXT], 300)[0], want)
+    assert len(windows) == 4 and len(windows[-1]) == 298 - 3 * 98
+    # within a window: the model on the whole document, as native
+    torch.testing.assert_close(make_strategy("chunk-400", tisa_encoder).embed([TEXT], 300),
+                               make_strategy("native", tisa_encoder).embed([TEXT], 300))
+    # on a table of 64 rows, chunk-64 is chunk; longer windows it cannot read
+    torch.testing.assert_close(make_strategy("chunk-64", encoder).embed([TEXT], 256),
+                               Chunk(encoder).embed([TEXT], 256))
+    with pytest.raises(ValueError, match="chunk-65: the model reads at most 64 tokens"):
+        make_strategy("chunk-65", encoder)
+    with pytest.raises(ValueError, match="chunk-2: a window must hold more than the 2 special"):
+        make_strategy("chunk-2", tisa_encoder)
+
+
+def test_each_model_runs_the_strategies_it_can():
+    asked = ("truncate", "chunk", "chunk-64", "chunk-2048")
+    assert strategies_for(None, asked) == ("native", "chunk-64", "chunk-2048")
+    assert strategies_for(512, asked) == ("truncate", "chunk", "chunk-64")
+    assert strategies_for(64, asked) == ("truncate", "chunk", "chunk-64")
+    assert strategies_for(32, ("chunk-64",)) == ()
 
 
 def test_interpolated_table_keeps_the_original_rows_at_multiples():

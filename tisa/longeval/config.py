@@ -4,18 +4,30 @@ them before anything else is loaded)."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from tisa._validate import check_int
 
-__all__ = ["STRATEGIES", "TASKS", "LongEvalConfig"]
+__all__ = ["STRATEGIES", "TASKS", "LongEvalConfig", "chunk_window"]
 
 #: the retrieval tasks (see :mod:`tisa.longeval.tasks`)
 TASKS = ("passkey", "needle", "passage")
 #: ways to run a model with a position table on inputs longer than it (see
 #: :mod:`tisa.longeval.strategies`); a model without one (TISA) runs ``native``
 STRATEGIES = ("truncate", "chunk", "interpolate", "copy", "context-extension")
+
+#: ``chunk-W``: windows of W tokens (special tokens included) for any model that reads W
+#: tokens, a converted TISA model among them
+_CHUNK_W = re.compile(r"chunk-([0-9]+)")
+
+
+def chunk_window(name: str) -> int | None:
+    """W of a strategy named ``chunk-W``, None for any other name."""
+    found = _CHUNK_W.fullmatch(name)
+    return int(found.group(1)) if found else None
+
 
 Task = Literal["passkey", "needle", "passage"]
 Strategy = Literal["truncate", "chunk", "interpolate", "copy", "context-extension"]
@@ -37,7 +49,9 @@ class LongEvalConfig:
         strategies: how a model with a position table reads documents longer than it:
             truncate, chunk, interpolate, copy, context-extension (needs the PyPI package
             context-extension); a model without one (a converted TISA model) runs on the
-            whole document (``native``).
+            whole document (``native``). ``chunk-W`` (e.g. ``chunk-2048``): windows of W
+            tokens, embedded alone and averaged as ``chunk`` does, for every model that
+            reads W tokens (a TISA model, or a table of at least W rows).
         depths: where the evidence sits in the document (0: at the start, 1: at the end).
         candidates: documents per retrieval problem; each has its own query.
         seeds: one set of documents and queries per seed.
@@ -82,9 +96,10 @@ class LongEvalConfig:
         if not lengths or len(set(lengths)) != len(lengths):
             raise ValueError(f"lengths: expected distinct lengths, got {list(self.lengths)}")
         object.__setattr__(self, "lengths", tuple(sorted(lengths)))
-        for name, allowed in (("tasks", TASKS), ("strategies", STRATEGIES)):
+        for name, allowed in (("tasks", TASKS), ("strategies", (*STRATEGIES, "chunk-W"))):
             values = tuple(getattr(self, name))
-            unknown = [v for v in values if v not in allowed]
+            unknown = [v for v in values if v not in allowed and not (
+                name == "strategies" and chunk_window(v) is not None)]
             if unknown or not values or len(set(values)) != len(values):
                 which = f" ({', '.join(map(repr, unknown))} unknown)" if unknown else ""
                 raise ValueError(

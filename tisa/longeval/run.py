@@ -4,8 +4,8 @@
         --lengths 256 512 1024 2048 4096 8192 --output-dir runs/longeval
 
 For every model, strategy (:mod:`tisa.longeval.strategies`; a model without a position
-table runs ``native``), task (:mod:`tisa.longeval.tasks`), length, depth and seed, one
-*cell*: the documents and queries are built, embedded and scored (Acc@1, MRR:
+table runs ``native`` and any ``chunk-W``), task (:mod:`tisa.longeval.tasks`), length,
+depth and seed, one *cell*: the documents and queries are built, embedded and scored (Acc@1, MRR:
 :func:`tisa.longeval.results.retrieval_scores`), with the time and peak memory of
 embedding the documents. Each finished cell is written at once (atomically) to
 ``cells/``, so a rerun of the same command skips it; a cell built with other settings is
@@ -45,7 +45,7 @@ from tisa.hf.architectures import architecture_of
 from tisa.hf.loading import load_model
 from tisa.hf.sentence_transformers import read_pooling
 from tisa.hub import model_source
-from tisa.longeval.config import LongEvalConfig
+from tisa.longeval.config import LongEvalConfig, chunk_window
 from tisa.longeval.report import write_longeval_report
 from tisa.longeval.results import compare, retrieval_scores, summarise, write_csv
 from tisa.longeval.strategies import Encoder, make_strategy
@@ -237,6 +237,15 @@ def _loading_bars(show: bool) -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+def strategies_for(positions: int | None, strategies: tuple[str, ...]) -> tuple[str, ...]:
+    """The strategies a model runs: for a model without a position table (TISA),
+    ``native`` and every ``chunk-W``; for a table of n rows, every strategy asked for but
+    a ``chunk-W`` with W > n, which it cannot read (results.json lists each model's)."""
+    if positions is None:
+        return ("native", *(s for s in strategies if chunk_window(s) is not None))
+    return tuple(s for s in strategies if (chunk_window(s) or 0) <= positions)
+
+
 def longeval(config: LongEvalConfig, *, command: list[str] | None = None) -> LongEvalResult:
     """Runs every cell of ``config`` (finished ones are read back) and writes results.json,
     results.csv and report.html.
@@ -261,7 +270,12 @@ def longeval(config: LongEvalConfig, *, command: list[str] | None = None) -> Lon
         for name in config.models:
             with _loading_bars(config.progress):
                 encoder, facts = load_encoder(name, batch_size=config.batch_size)
-            names = ("native",) if facts["positions"] is None else config.strategies
+            names = strategies_for(facts["positions"], config.strategies)
+            if not names:
+                raise ValueError(
+                    f"strategies: {name} reads at most {facts['positions']} tokens and can run "
+                    f"none of {', '.join(config.strategies)}"
+                )
             facts["strategies"] = list(names)
             for task in config.tasks:  # a length too short for a task fails now, not later
                 build_cell(

@@ -14,6 +14,9 @@ more than n tokens at once. The usual ways around it:
   i of the L-row table is row i mod n of the original;
 * :class:`ContextExtension`: the table of L rows made by the PyPI package
   ``context-extension`` (cubic-spline interpolation of each embedding dimension);
+* :class:`ChunkWindows` (``chunk-W``): as :class:`Chunk` with windows of W tokens, for
+  any model that reads W tokens (a converted TISA model reading a long document in a few
+  windows longer than the original's n);
 * :class:`Native`: the whole document at once; the only strategy for a model without a
   position table (a converted TISA model), and what every strategy does when L <= n.
 
@@ -35,10 +38,12 @@ from torch import Tensor, nn
 from tisa.data.text_blocks import special_template
 from tisa.hf.architectures import architecture_of
 from tisa.hf.sentence_transformers import pool
+from tisa.longeval.config import chunk_window
 
 __all__ = [
     "STRATEGY_CLASSES",
     "Chunk",
+    "ChunkWindows",
     "ContextExtension",
     "Copy",
     "Encoder",
@@ -169,11 +174,15 @@ class Chunk(Strategy):
 
     name = "chunk"
 
+    def _window(self) -> int | None:
+        return self.encoder.positions
+
     def _embed(self, content, length):
         enc = self.encoder
-        if self._within(length):
+        window = self._window()
+        if window is None or length <= window:
             return enc.run([enc.frame(ids) for ids in content])
-        room = enc.positions - enc.special
+        room = window - enc.special
         out = []
         for ids in content:
             pieces = [enc.frame(ids[s : s + room]) for s in range(0, max(len(ids), 1), room)]
@@ -181,6 +190,24 @@ class Chunk(Strategy):
             weights = torch.tensor([len(p) for p in pieces], dtype=pooled.dtype)[:, None]
             out.append((pooled * weights).sum(0) / weights.sum())
         return torch.stack(out)
+
+
+class ChunkWindows(Chunk):
+    """Windows of W tokens (``chunk-W``), as :class:`Chunk`, for a model that reads W."""
+
+    def __init__(self, encoder: Encoder, window: int) -> None:
+        super().__init__(encoder)
+        n = encoder.positions
+        if n is not None and window > n:
+            raise ValueError(f"strategies: chunk-{window}: the model reads at most {n} tokens")
+        if window <= encoder.special:
+            raise ValueError(f"strategies: chunk-{window}: a window must hold more than the "
+                             f"{encoder.special} special tokens")
+        self.window = window
+        self.name = f"chunk-{window}"
+
+    def _window(self) -> int:
+        return self.window
 
 
 def stretch_table(table: Tensor, length: int) -> Tensor:
@@ -336,6 +363,9 @@ def make_strategy(name: str, encoder: Encoder) -> Strategy:
     Raises:
         ValueError: an unknown name, or one the model cannot take.
     """
+    window = chunk_window(name)
+    if window is not None:
+        return ChunkWindows(encoder, window)
     if name not in STRATEGY_CLASSES:
         raise ValueError(
             f"strategies: unknown strategy {name!r}; expected one of {', '.join(STRATEGY_CLASSES)}"
