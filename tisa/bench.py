@@ -6,7 +6,10 @@ straightforward dense construction of the bias) against
 :func:`torch.nn.functional.scaled_dot_product_attention` without any positional bias, with
 q, k, v in either of two layouts: ``bhld``, contiguous (B, H, L, D) tensors, and ``hf``,
 (B, L, H, D) tensors seen as (B, H, L, D) (the transposed views a Hugging Face attention
-layer passes). The whole measurement is repeated ``runs`` times, each run a series of
+layer passes). Three variants add a relative content term over offsets +-16
+(:class:`tisa.scoring.RelativeContent`, as ``tisa convert --content-offsets 16`` installs
+it): from its band, in inference, and as a dense (B, H, L, L) mask, as in training. The
+whole measurement is repeated ``runs`` times, each run a series of
 interleaved rounds giving one median ratio; a figure is the median over runs, reported
 with its range.
 
@@ -116,6 +119,9 @@ VARIANTS: tuple[str, ...] = (
     "eager + rbf",
     "sdpa + rbf",
     "sdpa + rbf, window ±255",
+    "sdpa + rbf + content ±16, band",
+    "sdpa + rbf + content ±16, dense",
+    "sdpa + rbf + content ±16 (zero beyond), band",
     "sdpa + constant mask (limit)",
     "flex + rbf",
     "dense pairwise rbf + sdpa",
@@ -129,6 +135,10 @@ VARIANTS: tuple[str, ...] = (
 #: the attention window of the windowed variant: 511 keys around each query, fewer than a
 #: 512-position model's
 WINDOW = 255
+
+#: K of the content-term variants (tisa.scoring.RelativeContent, as `tisa convert
+#: --content-offsets 16` installs it)
+CONTENT_OFFSETS = 16
 
 #: layouts of q, k, v: contiguous (B, H, L, D), or (B, L, H, D) transposed (Hugging Face)
 LAYOUTS: tuple[str, ...] = ("bhld", "hf")
@@ -195,6 +205,15 @@ class AttentionBenchConfig:
             raise ValueError(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
 
 
+def _content(heads: int, head_dim: int, beyond: str, gen: torch.Generator):
+    """A RelativeContent with K = :data:`CONTENT_OFFSETS` and random vectors, frozen."""
+    content = scoring.RelativeContent(heads, head_dim, CONTENT_OFFSETS, beyond)
+    with torch.no_grad():
+        for vectors in (content.key_vectors, content.query_vectors):
+            vectors.copy_(0.1 * torch.randn(vectors.shape, generator=gen))
+    return content.requires_grad_(False)
+
+
 def _variants(cfg: AttentionBenchConfig, length: int, backward: bool, layout: str = "bhld"):
     b, h, d = cfg.batch, cfg.heads, cfg.head_dim
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -208,6 +227,8 @@ def _variants(cfg: AttentionBenchConfig, length: int, backward: bool, layout: st
     rbf = scoring.build("rbf", num_heads=h)
     if not backward:
         rbf.requires_grad_(False)
+    clipped, zeroed = (_content(h, d, beyond, gen) for beyond in ("clip", "zero"))
+    clipped.requires_grad_(backward)
 
     def run(fn):
         def call():
@@ -215,7 +236,7 @@ def _variants(cfg: AttentionBenchConfig, length: int, backward: bool, layout: st
                 fn().sum().backward()
                 # dropped within the call, so that a call starts without gradients and its
                 # peak memory includes the ones it makes
-                for t in (*leaves, *rbf.parameters()):
+                for t in (*leaves, *rbf.parameters(), *clipped.parameters()):
                     t.grad = None
             else:
                 with torch.no_grad():
@@ -235,6 +256,20 @@ def _variants(cfg: AttentionBenchConfig, length: int, backward: bool, layout: st
     windowed = scoring.WindowedOffsets(rbf, WINDOW)
     variants["sdpa + rbf, window ±255"] = run(
         lambda: attention(q, k, v, windowed, backend="sdpa"))
+    # A relative content term (RelativeContent, vectors drawn at random; the values do not
+    # change the work): in inference the sdpa backend adds it from its band and sides,
+    # block by block ("band"); a term that trains is laid into a (B, H, L, L) float mask
+    # ("dense", what every pass computed before the band path, built inside the call).
+    if not backward:
+        variants["sdpa + rbf + content ±16, band"] = run(
+            lambda: attention(q, k, v, rbf, band_term=clipped.band(q, k, d**-0.5),
+                              backend="sdpa"))
+        variants["sdpa + rbf + content ±16 (zero beyond), band"] = run(
+            lambda: attention(q, k, v, rbf, band_term=zeroed.band(q, k, d**-0.5),
+                              backend="sdpa"))
+    if quadratic_ok:
+        variants["sdpa + rbf + content ±16, dense"] = run(
+            lambda: attention(q, k, v, rbf, mask=clipped(q, k, d**-0.5), backend="sdpa"))
     if quadratic_ok:
         # The limit of any SDPA with a bias: the fused kernel reading a constant float mask
         # that already exists (built outside the timed call, not trained).

@@ -155,3 +155,29 @@ def test_interleaved_samples_calls_in_rounds():
     samples = bench.interleaved_samples(fns, repeats=3)
     assert calls == ["a", "b"] * 4  # one warm-up, then three rounds
     assert [len(t) for t in samples.values()] == [3, 3]
+
+
+def test_content_variants_time_the_band_in_inference_and_the_dense_term_in_training():
+    names = ("sdpa + rbf + content ±16, band", "sdpa + rbf + content ±16, dense",
+             "sdpa + rbf + content ±16 (zero beyond), band")
+    cfg = bench.AttentionBenchConfig(lengths=(40,), forward_only_lengths=(), batch=2, heads=3,
+                                     head_dim=8, repeats=1, variants=names, threads=1, runs=1)
+    rows = bench.run_attention_benchmark(cfg, progress=False)
+    base = "sdpa, no bias (baseline)"
+    assert {(r["pass"], r["variant"]) for r in rows} == {
+        *(("fwd", v) for v in (base, *names)), ("fwd+bwd", base), ("fwd+bwd", names[1])}
+
+
+def test_the_band_and_the_dense_content_term_give_the_same_attention():
+    gen = torch.Generator().manual_seed(0)
+    content = bench._content(3, 8, "clip", gen)
+    q, k, v = (torch.randn(2, 3, 40, 8, generator=gen) for _ in range(3))
+    assert content.key_vectors.abs().sum() > 0  # random, not the zeros of a new term
+    rbf = bench.scoring.build("rbf", num_heads=3)
+    with torch.no_grad():
+        banded = bench.attention(q, k, v, rbf, band_term=content.band(q, k, 8**-0.5),
+                                 backend="sdpa")
+        dense = bench.attention(q, k, v, rbf, mask=content(q, k, 8**-0.5), backend="sdpa")
+        plain = bench.attention(q, k, v, rbf, backend="sdpa")
+    torch.testing.assert_close(banded, dense)
+    assert not torch.allclose(banded, plain, atol=1e-3)
