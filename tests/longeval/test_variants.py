@@ -142,3 +142,28 @@ def test_needs_a_converted_model_and_the_model_as_converted(tmp_path, capsys):
         variants.main([str(tmp_path), "--output-dir", str(tmp_path / "out"), "--variants",
                        "a", "b=far_slope=2", "--tasks", "passkey", "haystack"])
     assert "haystack" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        variants.main([str(tmp_path), "--variants", "a", "b=far_slope=2", "--strategies",
+                       "chunk", "chunk-64"])
+    assert "--strategies: expected chunk-W names (e.g. chunk-2048), got ['chunk']" in (
+        capsys.readouterr().err)
+
+
+def test_chunk_windows_are_scored_beside_the_whole_document(tiny_tisa, tmp_path):
+    convert_dir = tmp_path / "convert"
+    shutil.copytree(tiny_tisa, convert_dir / "model")
+    out = tmp_path / "out"
+    argv = [str(convert_dir), "--output-dir", str(out), "--lengths", "96", "--seeds", "7",
+            "--tasks", "passkey", "--variants", "plain", "scale-64=length_scale=64",
+            "--strategies", "chunk-40", "--threads", "1", "--no-progress"]
+    assert variants.main(argv) == 0
+    selection = json.loads((out / "selection.json").read_text())
+    names = ["plain", "plain+chunk-40", "scale-64", "scale-64+chunk-40"]
+    assert selection["variants"] == names and selection["strategies"] == ["chunk-40"]
+    assert set(selection["mean_acc1"]) == set(names)
+    assert set(selection["weights_sha256"]) == {"plain", "scale-64"}
+    rows = selection["against_baseline"]  # each entry but the baseline, against it
+    assert sorted(r["model"] for r in rows) == names[1:]
+    assert all(r["against_strategy"] == "native" and r["n"] == 5 for r in rows)
+    cells = json.loads((out / "longeval" / "results.json").read_text())["cells"]
+    assert {c["strategy"] for c in cells} == {"native", "chunk-40"}

@@ -1,7 +1,8 @@
 """Evaluation-time settings of a converted model, chosen on held-out draws of the
 long-input tasks: log-n attention scaling (``experiments/length_scale.py``) and an
-attention window beyond the original's length (``experiments/far_window.py``), and a hard
-attention window within it (``experiments/attention_window.py``).
+attention window beyond the original's length (``experiments/far_window.py``), a hard
+attention window within it (``experiments/attention_window.py``), and reading in windows
+of W tokens (``experiments/chunk_windows.py``).
 
     tisa convert sentence-transformers/all-MiniLM-L6-v2 --output-dir runs/convert
     python experiments/length_scale.py runs/convert --output-dir runs/length-scale
@@ -20,6 +21,10 @@ those settings (the weights stay):
 - ``far_offset=K`` (or ``none``) and ``far_slope=S``: the far-field ramp
   ``-S * max(|j - i| - K, 0)`` added to every head's scores (:func:`tisa.scoring.far_ramp`),
   a soft attention window of +-K tokens.
+
+With ``--strategies chunk-W [...]`` every variant is also read in windows of W tokens,
+embedded alone and averaged (``tisa longeval``'s ``chunk-W``), scored as ``NAME+chunk-W``
+beside ``NAME`` (the whole document at once).
 
 Every variant is scored by ``tisa longeval`` on tasks drawn with seeds that the reported
 tables do not use (``--seeds``, default 100, 101 and 102: other passkeys, needles and text
@@ -43,7 +48,7 @@ from typing import Any
 
 from tisa._validate import check_int
 from tisa.files import replace_folder, write_atomic, write_json
-from tisa.longeval.config import LongEvalConfig
+from tisa.longeval.config import LongEvalConfig, chunk_window
 from tisa.longeval.run import longeval
 from tisa.provenance import run_metadata, sha256_file
 from tisa.reports.markdown import markdown_table
@@ -142,8 +147,9 @@ def variant_folder(model: Path, folder: Path, variant: Variant) -> Path:
 
 
 def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
-         output_dir: str = "runs/variants", description: str | None = None) -> int:
-    """The command line; ``variants`` and ``output_dir`` are its defaults."""
+         strategies: Sequence[str] = (), output_dir: str = "runs/variants",
+         description: str | None = None) -> int:
+    """The command line; ``variants``, ``strategies`` and ``output_dir`` are its defaults."""
     parser = argparse.ArgumentParser(description=description or __doc__.split("\n\n")[0])
     parser.add_argument("convert_dir", type=Path, help="a finished tisa convert folder")
     parser.add_argument("--output-dir", type=Path, default=Path(output_dir))
@@ -154,6 +160,11 @@ def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
     parser.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
     parser.add_argument("--tasks", nargs="+", default=None,
                         help="only these tasks (default: every task of tisa longeval)")
+    parser.add_argument("--strategies", nargs="+", default=list(strategies),
+                        metavar="chunk-W",
+                        help="also read each variant in windows of W tokens (scored as "
+                             "NAME+chunk-W; default: "
+                             f"{' '.join(strategies) or 'the whole document only'})")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--no-progress", dest="progress", action="store_false")
     args = parser.parse_args(argv)
@@ -168,9 +179,12 @@ def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
     if len(set(names)) != len(names):
         parser.error(f"--variants: each name once, got {names}")
     baselines = [v for v in chosen_variants if v.is_baseline]
-    if len(baselines) != 1 or len(chosen_variants) < 2:
+    windows = [s for s in args.strategies if chunk_window(s) is None]
+    if windows:
+        parser.error(f"--strategies: expected chunk-W names (e.g. chunk-2048), got {windows}")
+    if len(baselines) != 1 or len(chosen_variants) + len(args.strategies) < 2:
         parser.error("--variants: give the model as converted (a NAME without settings) "
-                     "once, and at least one variant to compare with it")
+                     "once, and at least one variant or chunk-W strategy to compare with it")
     baseline = baselines[0].name
 
     folders = {v.name: str(args.output_dir / "models" / v.name) for v in chosen_variants}
@@ -179,7 +193,8 @@ def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
             models=tuple(folders.values()),
             output_dir=str(args.output_dir / "longeval"),
             lengths=tuple(args.lengths),
-            strategies=("truncate",),  # not used: every model here is a TISA model
+            # every model here is a TISA model: it runs native and any chunk-W
+            strategies=tuple(args.strategies) or ("truncate",),
             seeds=tuple(args.seeds),
             **({"tasks": tuple(args.tasks)} if args.tasks else {}),
             threads=args.threads,
@@ -191,28 +206,33 @@ def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
         variant_folder(model, Path(folders[v.name]), v)
     results = longeval(config).results
 
-    by_model: dict[str, dict[str, list[float]]] = {}
+    # each variant read whole (NAME) and in windows of W tokens (NAME+chunk-W)
+    entries = {(folders[name], strategy): name if strategy == "native" else f"{name}+{strategy}"
+               for name in names for strategy in ("native", *args.strategies)}
+    by_entry: dict[str, dict[str, list[float]]] = {}
     for cell in results["cells"]:
         key = f"{cell['task']} @ {cell['length']}"
-        by_model.setdefault(cell["model"], {}).setdefault(key, []).append(cell["acc1"])
+        entry = entries[(cell["model"], cell["strategy"])]
+        by_entry.setdefault(entry, {}).setdefault(key, []).append(cell["acc1"])
     means = {
-        name: {
-            **{k: statistics.fmean(x) for k, x in by_model[folders[name]].items()},
-            "all": statistics.fmean([a for x in by_model[folders[name]].values() for a in x]),
+        entry: {
+            **{k: statistics.fmean(x) for k, x in by_entry[entry].items()},
+            "all": statistics.fmean([a for x in by_entry[entry].values() for a in x]),
         }
-        for name in names
+        for entry in entries.values()
     }
-    chosen = max(names, key=lambda n: (means[n]["all"], n == baseline))
+    chosen = max(means, key=lambda n: (means[n]["all"], n == baseline))
     against = [
-        {**row, "model": Path(row["model"]).name}
+        {**row, "model": entries[(row["model"], row["strategy"])]}
         for row in results["comparisons"]
-        if row["against"] == folders[baseline]
+        if (row["against"], row["against_strategy"]) == (folders[baseline], "native")
     ]
     # Holm over these comparisons only (longeval's p_holm counts every pair both ways)
     for row, adjusted in zip(against, holm([r["p"] for r in against]), strict=True):
         row["p_holm"] = adjusted
     selection = {
-        "variants": names,
+        "variants": list(means),
+        "strategies": list(args.strategies),
         "changes": {v.name: v.changes for v in chosen_variants},
         "folders": {v.name: str(v.folder) for v in chosen_variants if v.folder is not None},
         "baseline": baseline,
