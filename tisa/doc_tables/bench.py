@@ -108,3 +108,48 @@ def attention_window_speed(root: Path) -> str:
             f"{m.get('threads')} threads on {m.get('cpu')} ({m.get('cpu_count')} cores), torch "
             f"{m.get('torch')}, commit `{(m.get('commit') or '')[:12]}`; `{m.get('command')}`\n")
     return markdown_table(columns, body, align="lrrrrrrr") + note
+
+
+ATTENTION_CONTENT = f"{RESULTS}/bench/attention-content.json"
+CONTENT_VARIANTS = {"band": "sdpa + rbf + content ±16, band",
+                    "zero": "sdpa + rbf + content ±16 (zero beyond), band",
+                    "dense": "sdpa + rbf + content ±16, dense"}
+
+
+@table("attention-content-speed", ATTENTION_CONTENT)
+def attention_content_speed(root: Path) -> str:
+    """TISA with a relative content term over ±16 offsets, from its band (inference) and as
+    a dense term (training), against TISA alone and SDPA, by pass and length."""
+    data = read_json(root, ATTENTION_CONTENT)
+    rows = {(r["pass"], r["length"], r["variant"]): r for r in data["rows"]}
+
+    def ratio(pass_, length, variant):
+        r = rows.get((pass_, length, variant))
+        if r is None:
+            return "-"
+        return f"{r['time_ratio']:.2f}x ({r['time_ratio_low']:.2f}-{r['time_ratio_high']:.2f})"
+
+    def peak(pass_, length, variant):
+        r = rows.get((pass_, length, variant))
+        return "-" if r is None or r["peak_bytes"] is None else f"{r['peak_bytes'] / 2**20:.1f} MiB"
+
+    body = []
+    for pass_, length in sorted({(p, n) for p, n, _ in rows}, key=lambda x: (x[0] == "fwd", x[1])):
+        base = rows[(pass_, length, "sdpa, no bias (baseline)")]
+        names = ("sdpa + rbf", CONTENT_VARIANTS["band"], CONTENT_VARIANTS["zero"],
+                 CONTENT_VARIANTS["dense"])
+        body.append([pass_, f"{length:,}", f"{1000 * base['seconds']:.0f} ms",
+                     *(ratio(pass_, length, n) for n in names),
+                     *(peak(pass_, length, n) for n in ("sdpa + rbf", CONTENT_VARIANTS["band"],
+                                                        CONTENT_VARIANTS["dense"]))])
+    c, m = data["config"], data["provenance"]
+    columns = ["pass", "L", "SDPA, no bias", "sdpa + rbf / SDPA", "+ clipped term, band",
+               "+ zero-beyond term, band", "+ clipped term, dense", "peak: sdpa + rbf",
+               "clipped, band", "clipped, dense"]
+    note = (f"\n\nB={c['batch']}, H={c['heads']}, D={c['head_dim']}; each ratio against SDPA "
+            f"without a bias; median of {c['runs']} runs of {c['repeats']} rounds (range over "
+            f"runs); - where a variant was not run (dense beyond 4,096; band in training); "
+            f"{c['clock']} clock, {m.get('threads')} threads on {m.get('cpu')} "
+            f"({m.get('cpu_count')} cores), torch {m.get('torch')}, commit "
+            f"`{(m.get('commit') or '')[:12]}`; `{m.get('command')}`\n")
+    return markdown_table(columns, body, align="lrrrrrrrrr") + note
