@@ -327,6 +327,8 @@ CONVERT_CONTENT_RUNS = (
      f"{RESULTS}/convert/minilm/content-16-zero-long-e3/metrics.json"),
     ("content_offsets=16, long_weight=1, long_every=3",
      f"{RESULTS}/convert/minilm/content-16-long-e3/metrics.json"),
+    ("content_offsets=16", f"{RESULTS}/convert/minilm/content-16-s1/metrics.json"),
+    ("content_offsets=16", f"{RESULTS}/convert/minilm/content-16-s2/metrics.json"),
 )
 CONVERT_SELECTION_CONTENT = f"{RESULTS}/convert/minilm/content-16/selection.json"
 
