@@ -261,14 +261,14 @@ def glue_cola_conversion_spread(root: Path) -> str:
     term, K = 16), conversion seeds 0, 1, 2: each conversion's seeds, the differences
     between conversions and against the default conversion, and the spread of the
     conversions' means against the fine-tuning seeds' spread within a conversion."""
+    from scipy import stats
+
     names = {seed: f"content term K=16, conversion seed {seed}" for seed in GLUE_CONTENT_SEEDS}
     models = {"converted (default)": f"{RESULTS}/glue/converted",
               **{names[seed]: folder for seed, folder in GLUE_CONTENT_SEEDS.items()}}
     pairs = ((names[1], names[0]), (names[2], names[0]), (names[2], names[1]),
              *((names[seed], "converted (default)") for seed in GLUE_CONTENT_SEEDS))
     text = _cola_comparison(root, models, pairs)
-    from scipy import stats
-
     means, sds, settings, by_seed = [], [], [], []
     for seed, folder in GLUE_CONTENT_SEEDS.items():
         made = read_json(root, f"{folder}/model.json")["settings"]
