@@ -244,12 +244,18 @@ def _with_band(bias: Tensor, added: Tensor | None, band_term, lq: int, start: in
     n = nb * h * rows * lk
     flat = bias.new_empty(n + width - 1)
     out = flat[width // 2 : width // 2 + n].view(nb, h, rows, lk)
-    if added is None:
-        out.copy_(bias.expand_as(out))
+    if sides is not None and added is None:
+        # the sides written, then the bias added: one pass over the block fewer than
+        # copying the bias and adding the sides
+        sides.add_sides(out, start, stop, accumulate=False)
+        out.add_(bias)
     else:
-        torch.add(bias, added, out=out)
-    if sides is not None:
-        sides.add_sides(out, start, stop)
+        if added is None:
+            out.copy_(bias.expand_as(out))
+        else:
+            torch.add(bias, added, out=out)
+        if sides is not None:
+            sides.add_sides(out, start, stop)
     diagonals = flat.as_strided((nb, h, rows, width), (h * rows * lk, rows * lk, lk - 1, 1),
                                 lk - lq + stop - 1)
     band = band_term[..., start:stop, :].flip(-2)

@@ -168,17 +168,19 @@ class ClippedBand(NamedTuple):
     by_query: Tensor
     by_key: Tensor
 
-    def add_sides(self, out: Tensor, start: int, stop: int) -> None:
+    def add_sides(self, out: Tensor, start: int, stop: int, accumulate: bool = True) -> None:
         """Adds the sides to ``out`` (B', H, R, Lk), rows start..stop-1 of the term in
         reverse order (row r is query stop - 1 - r), in place; the band's columns are
         left as they are. B' is the sides' batch, or larger when theirs is 1. In blocks of
-        rows as :class:`_ClippedToDense` writes them."""
+        rows as :class:`_ClippedToDense` writes them. With ``accumulate=False`` the sides
+        are written instead (every element of ``out``; 0 on the band), and B' must be the
+        sides' batch."""
         lq, lk = self.by_query.shape[-2], self.by_key.shape[-2]
         margin = self.band.shape[-1] // 2
         for rows, c0, c1, offset in _row_blocks(lq, lk, margin, out.device, start, stop):
             block = out[..., stop - rows.stop : stop - rows.start, :]  # rows reversed
             _sides_into(block, self.by_query[..., rows, :].flip(-2), self.by_key, c0, c1,
-                        offset.flip(0), margin, accumulate=True)
+                        offset.flip(0), margin, accumulate=accumulate)
 
 
 def to_dense(term: Tensor | ClippedBand, lk: int) -> Tensor:
