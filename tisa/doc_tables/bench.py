@@ -100,14 +100,19 @@ def attention_window_speed(root: Path) -> str:
               for r in (full, window)),
             *(f"{r['peak_bytes'] / 2**20:.1f} MiB" for r in (base, full, window)),
         ])
-    c, m = data["config"], data["provenance"]
     columns = ["pass", "L", "SDPA, no bias", "sdpa + rbf / SDPA", "window ±255 / SDPA",
                "peak: SDPA", "sdpa + rbf", "window ±255"]
-    note = (f"\n\nB={c['batch']}, H={c['heads']}, D={c['head_dim']}; median of "
-            f"{c['runs']} runs of {c['repeats']} rounds (range over runs); {c['clock']} clock, "
-            f"{m.get('threads')} threads on {m.get('cpu')} ({m.get('cpu_count')} cores), torch "
-            f"{m.get('torch')}, commit `{(m.get('commit') or '')[:12]}`; `{m.get('command')}`\n")
-    return markdown_table(columns, body, align="lrrrrrrr") + note
+    return markdown_table(columns, body, align="lrrrrrrr") + _run_note(data)
+
+
+def _run_note(data: dict[str, Any], shapes_note: str = "", runs_note: str = "") -> str:
+    """How a `tisa bench attention --json` run measured: shapes, runs, machine, command."""
+    c, m = data["config"], data["provenance"]
+    return (f"\n\nB={c['batch']}, H={c['heads']}, D={c['head_dim']}{shapes_note}; median of "
+            f"{c['runs']} runs of {c['repeats']} rounds (range over runs){runs_note}; "
+            f"{c['clock']} clock, {m.get('threads')} threads on {m.get('cpu')} "
+            f"({m.get('cpu_count')} cores), torch {m.get('torch')}, commit "
+            f"`{(m.get('commit') or '')[:12]}`; `{m.get('command')}`\n")
 
 
 ATTENTION_CONTENT = f"{RESULTS}/bench/attention-content.json"
@@ -142,14 +147,9 @@ def attention_content_speed(root: Path) -> str:
                      *(ratio(pass_, length, n) for n in names),
                      *(peak(pass_, length, n) for n in ("sdpa + rbf", CONTENT_VARIANTS["band"],
                                                         CONTENT_VARIANTS["dense"]))])
-    c, m = data["config"], data["provenance"]
     columns = ["pass", "L", "SDPA, no bias", "sdpa + rbf / SDPA", "+ clipped term, band",
                "+ zero-beyond term, band", "+ clipped term, dense", "peak: sdpa + rbf",
                "clipped, band", "clipped, dense"]
-    note = (f"\n\nB={c['batch']}, H={c['heads']}, D={c['head_dim']}; each ratio against SDPA "
-            f"without a bias; median of {c['runs']} runs of {c['repeats']} rounds (range over "
-            f"runs); - where a variant was not run (dense beyond 4,096; band in training); "
-            f"{c['clock']} clock, {m.get('threads')} threads on {m.get('cpu')} "
-            f"({m.get('cpu_count')} cores), torch {m.get('torch')}, commit "
-            f"`{(m.get('commit') or '')[:12]}`; `{m.get('command')}`\n")
+    note = _run_note(data, "; each ratio against SDPA without a bias",
+                     "; - where a variant was not run (dense beyond 4,096; band in training)")
     return markdown_table(columns, body, align="lrrrrrrrrr") + note

@@ -280,18 +280,15 @@ def glue_cola_conversion_spread(root: Path) -> str:
                          "distill": {**made["distill"], "seed": None}})
         if settings[-1] != settings[0]:
             raise ValueError(f"{folder}: converted with other settings than the seed-0 conversion")
-        runs = [read_json(root, str(p.relative_to(root)))
-                for p in sorted((root / folder).glob("runs/cola/none/seed-*/result.json"))]
-        by_seed.append({int(r["seed"]): float(r["score"]) for r in runs})
+        by_seed.append({seed: float(r["score"]) for seed, r in _cola_runs(root, folder).items()})
         scores = list(by_seed[-1].values())
         means.append(statistics.fmean(scores))
         sds.append(statistics.stdev(scores))
     pooled = statistics.fmean(sd**2 for sd in sds) ** 0.5
     # the setting rather than one conversion of it: the conversions' mean per
     # fine-tuning seed against the default conversion's score at that seed
-    default = {int(r["seed"]): float(r["score"]) for r in (
-        read_json(root, str(p.relative_to(root))) for p in sorted(
-            (root / f"{RESULTS}/glue/converted").glob("runs/cola/none/seed-*/result.json")))}
+    default = {seed: float(r["score"])
+               for seed, r in _cola_runs(root, f"{RESULTS}/glue/converted").items()}
     seeds = sorted(set(default).intersection(*by_seed))
     setting = {s: statistics.fmean(runs[s] for runs in by_seed) for s in seeds}
     cmp = paired_comparison(setting, default)
@@ -427,6 +424,13 @@ def _rate_sweeps(root: Path, sweeps: dict[str, str]) -> str:
     return markdown_table(columns, body, align="lrrrrl")
 
 
+def _cola_runs(root: Path, folder: str) -> dict[int, dict]:
+    """seed -> result of each CoLA run of a GLUE output folder."""
+    found = sorted((root / folder).glob("runs/cola/none/seed-*/result.json"))
+    read = [read_json(root, str(p.relative_to(root))) for p in found]
+    return {int(r["seed"]): r for r in read}
+
+
 def _cola_comparison(
     root: Path, folders: dict[str, str], pairs: tuple[tuple[str, str], ...]
 ) -> str:
@@ -435,12 +439,7 @@ def _cola_comparison(
     p-values, Holm over the pairs)."""
     from scipy import stats
 
-    def runs(folder: str) -> dict[int, dict]:
-        found = sorted((root / folder).glob("runs/cola/none/seed-*/result.json"))
-        read = [read_json(root, str(p.relative_to(root))) for p in found]
-        return {int(r["seed"]): r for r in read}
-
-    every = {name: runs(folder) for name, folder in folders.items()}
+    every = {name: _cola_runs(root, folder) for name, folder in folders.items()}
     models = {name: {s: float(r["score"]) for s, r in rs.items()} for name, rs in every.items()}
     seeds = sorted(set.intersection(*(set(v) for v in models.values())))
 
