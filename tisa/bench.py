@@ -227,8 +227,7 @@ def _variants(cfg: AttentionBenchConfig, length: int, backward: bool, layout: st
     rbf = scoring.build("rbf", num_heads=h)
     if not backward:
         rbf.requires_grad_(False)
-    clipped, zeroed = (_content(h, d, beyond, gen) for beyond in ("clip", "zero"))
-    clipped.requires_grad_(backward)
+    clipped = _content(h, d, "clip", gen).requires_grad_(backward)
 
     def run(fn):
         def call():
@@ -261,6 +260,7 @@ def _variants(cfg: AttentionBenchConfig, length: int, backward: bool, layout: st
     # block by block ("band"); a term that trains is laid into a (B, H, L, L) float mask
     # ("dense", what every pass computed before the band path, built inside the call).
     if not backward:
+        zeroed = _content(h, d, "zero", gen)
         variants["sdpa + rbf + content ±16, band"] = run(
             lambda: attention(q, k, v, rbf, band_term=clipped.band(q, k, d**-0.5),
                               backend="sdpa"))
