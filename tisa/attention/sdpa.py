@@ -247,7 +247,7 @@ def _with_band(bias: Tensor, added: Tensor | None, band_term, lq: int, start: in
     if sides is not None and added is None:
         # the sides written, then the bias added: one pass over the block fewer than
         # copying the bias and adding the sides
-        sides.add_sides(out, start, stop, accumulate=False)
+        sides.write_sides(out, start, stop)
         out.add_(bias)
     else:
         if added is None:

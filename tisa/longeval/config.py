@@ -30,7 +30,9 @@ def chunk_window(name: str) -> int | None:
 
 
 Task = Literal["passkey", "needle", "passage"]
-Strategy = Literal["truncate", "chunk", "interpolate", "copy", "context-extension"]
+#: a name from STRATEGIES, or ``chunk-W`` for a window of W tokens (not a Literal, which
+#: could not list every W)
+Strategy = str
 
 
 @dataclass(frozen=True)

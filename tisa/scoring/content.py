@@ -168,13 +168,20 @@ class ClippedBand(NamedTuple):
     by_query: Tensor
     by_key: Tensor
 
-    def add_sides(self, out: Tensor, start: int, stop: int, accumulate: bool = True) -> None:
+    def add_sides(self, out: Tensor, start: int, stop: int) -> None:
         """Adds the sides to ``out`` (B', H, R, Lk), rows start..stop-1 of the term in
         reverse order (row r is query stop - 1 - r), in place; the band's columns are
         left as they are. B' is the sides' batch, or larger when theirs is 1. In blocks of
-        rows as :class:`_ClippedToDense` writes them. With ``accumulate=False`` the sides
-        are written instead (every element of ``out``; 0 on the band), and B' must be the
-        sides' batch."""
+        rows as :class:`_ClippedToDense` writes them."""
+        self._sides(out, start, stop, accumulate=True)
+
+    def write_sides(self, out: Tensor, start: int, stop: int) -> None:
+        """As :meth:`add_sides`, but writes the sides into ``out`` instead of adding them:
+        every element of ``out`` is set (0 on the band), so ``out`` may hold anything
+        before. B' must be the sides' batch."""
+        self._sides(out, start, stop, accumulate=False)
+
+    def _sides(self, out: Tensor, start: int, stop: int, accumulate: bool) -> None:
         lq, lk = self.by_query.shape[-2], self.by_key.shape[-2]
         margin = self.band.shape[-1] // 2
         for rows, c0, c1, offset in _row_blocks(lq, lk, margin, out.device, start, stop):
