@@ -228,3 +228,15 @@ def longeval_long_distill(root: Path) -> str:
     """The conversion distilled on long blocks too minus the default conversion, on the
     held-out seeds of ``experiments/long_distill.py``, and the choice."""
     return _variants_table(read_json(root, LONG_DISTILL))
+
+
+#: the converted model read in windows of W tokens against the whole document, held out
+#: (``experiments/chunk_windows.py``)
+CHUNK_WINDOWS = f"{RESULTS}/longeval/chunk-windows/selection.json"
+
+
+@table("longeval-chunk-windows", CHUNK_WINDOWS)
+def longeval_chunk_windows(root: Path) -> str:
+    """The converted model read in windows of W tokens (``chunk-W``) minus the whole
+    document, on the held-out seeds of ``experiments/chunk_windows.py``, and the choice."""
+    return _variants_table(read_json(root, CHUNK_WINDOWS))
