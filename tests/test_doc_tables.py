@@ -103,6 +103,37 @@ def test_offset_folders_of_other_settings_are_not_compared(tmp_path: Path) -> No
 
 
 
+def test_longeval_comparisons_name_a_converted_models_reading_in_windows(
+        tmp_path: Path) -> None:
+    from tisa.doc_tables.longeval import longeval_comparisons
+
+    def row(strategy, against, against_strategy, acc1, other, p_holm):
+        return {"model": "conv", "strategy": strategy, "against": against,
+                "against_strategy": against_strategy, "task": "passkey", "length": 4096,
+                "acc1": acc1, "against_acc1": other, "mean": acc1 - other, "low": -0.01,
+                "high": 0.1, "p_holm": p_holm, "best": against == "orig"}
+
+    results = {"settings": {"tasks": ["passkey"]},
+               "models": [{"name": "orig", "positions": 512},
+                          {"name": "conv", "positions": None, "tisa": True}],
+               "comparisons": [row("native", "orig", "chunk", 0.9, 0.98, 0.01),
+                               row("chunk-2048", "orig", "chunk", 0.97, 0.98, 0.5),
+                               row("chunk-2048", "conv", "native", 0.97, 0.9, 0.2)]}
+    (tmp_path / "r.json").write_text(json.dumps(results))
+    text = longeval_comparisons(tmp_path, path="r.json")
+    assert "| converted, reading |" in text.splitlines()[0]
+    assert ("| passkey | 4,096 | converted (TISA), chunk-2048 | converted (TISA), whole "
+            "document | 97.0 | 90.0 |") in text
+    assert ("| passkey | 4,096 | converted (TISA), whole document | original, chunk (best) | "
+            "90.0 | 98.0 |") in text and "converted behind" in text
+    # a run without windows keeps the table as it was: no reading column
+    results["comparisons"] = results["comparisons"][:1]
+    (tmp_path / "r.json").write_text(json.dumps(results))
+    plain = longeval_comparisons(tmp_path, path="r.json")
+    assert "reading |" in plain and "converted, reading" not in plain
+    assert "| passkey | 4,096 | chunk (best) | 90.0 | 98.0 |" in plain
+
+
 def test_a_target_with_tasks_still_running_is_not_yet_known(tmp_path: Path) -> None:
     """The per-model GLUE target: unknown while a task lacks seeds, unless a finished task
     already fails it; met only when every task is finished and none lies wholly below 0."""

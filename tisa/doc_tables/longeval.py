@@ -22,6 +22,8 @@ def _who(model: str, strategy: str, models: list[dict[str, Any]]) -> str:
     facts = next((m for m in models if m["name"] == model), {})
     if not facts.get("tisa"):
         return f"original, {strategy}"
+    if strategy != "native":  # chunk-W: windows of W tokens, averaged
+        return f"converted (TISA), {strategy}"
     window = facts.get("attention_window")
     return "converted (TISA), " + (f"window ±{window}" if window else "whole document")
 
@@ -49,28 +51,36 @@ def longeval_comparisons(root: Path, path: str = LONGEVAL) -> str:
     table) share one row."""
     r = read_json(root, path)
     tasks = r["settings"]["tasks"]
+    # a converted model read in windows too (chunk-W): a column says which reading
+    own = sorted({c["strategy"] for c in r["comparisons"]}) != ["native"]
     rows_by: dict[tuple, list[dict[str, Any]]] = {}
     for c in r["comparisons"]:
-        same = (tasks.index(c["task"]), c["length"], -c["against_acc1"], c["mean"], c["low"])
+        same = (tasks.index(c["task"]), c["length"], c["strategy"] if own else "",
+                -c["against_acc1"], c["mean"], c["low"])
         rows_by.setdefault(same, []).append(c)
     rows = []
     for key in sorted(rows_by):
         group = rows_by[key]
         c = group[0]
-        names = " = ".join(sorted(x["against_strategy"] for x in group))
+        names = " = ".join(sorted(
+            _who(x["against"], x["against_strategy"], r["models"]) if own
+            else x["against_strategy"] for x in group))
         if c["p_holm"] < 0.05:
             verdict = "converted ahead" if c["mean"] > 0 else "converted behind"
         else:
             verdict = "no difference shown"
         rows.append([
-            c["task"], grouped(c["length"]), names + (" (best)" if c["best"] else ""),
+            c["task"], grouped(c["length"]),
+            *([_who(c["model"], c["strategy"], r["models"])] if own else []),
+            names + (" (best)" if c["best"] else ""),
             x100(c["acc1"], 1), x100(c["against_acc1"], 1),
             f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
             f"{c['p_holm']:.2g}", verdict,
         ])
-    columns = ["task", "length", "alternative", "converted Acc@1", "its Acc@1",
-               "difference, 95% interval", "p (Holm)", "reading"]
-    return markdown_table(columns, rows, align="lrlrrrrl")
+    columns = ["task", "length", *(["converted, reading"] if own else []), "alternative",
+               "converted Acc@1", "its Acc@1", "difference, 95% interval", "p (Holm)",
+               "reading"]
+    return markdown_table(columns, rows, align="lr" + ("l" if own else "") + "lrrrrl")
 
 
 @table("longeval-best", LONGEVAL)

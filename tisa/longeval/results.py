@@ -126,10 +126,12 @@ def summarise(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def compare(
     cells: Sequence[dict[str, Any]], models: Sequence[dict[str, Any]], *, level: float = 0.95
 ) -> list[dict[str, Any]]:
-    """Each model without a position table (TISA, run ``native``) against every other
-    (model, strategy), per task and length: the paired difference of Acc@1 over the cells
-    both have (the same depth and seed, so the same documents and queries), with a t
-    interval and Holm's correction over every comparison returned.
+    """Each model without a position table (TISA, run ``native`` and any ``chunk-W``)
+    against every other (model, strategy), per task and length (a TISA model's own
+    strategies once: its ``chunk-W`` against its ``native``, not the reverse): the
+    paired difference of Acc@1 over the cells both have (the same depth and seed, so the
+    same documents and queries), with a t interval and Holm's correction over every
+    comparison returned.
 
     Returns one row per comparison: ``model``, ``strategy`` (the native model),
     ``against`` and ``against_strategy``, ``task``, ``length``, ``acc1`` and
@@ -154,6 +156,7 @@ def compare(
             (om, os_, scores)
             for (om, os_, ot, ol), scores in sorted(by.items(), key=str)
             if ot == task and ol == length and (om, os_) != (model, strategy)
+            and (om != model or os_ == "native")
         ]
         means = {(om, os_): sum(s.values()) / len(s) for om, os_, s in others if s}
         best = max(means.values(), default=None)
