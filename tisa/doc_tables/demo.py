@@ -9,6 +9,8 @@ from tisa.reports.markdown import markdown_table
 
 DEMO_TIMING = f"{RESULTS}/demo/timing.json"
 DEMO_TIMING_BUSY = f"{RESULTS}/demo/timing-busy.json"
+#: the same idle measurement on a CPU of another make (``--output`` of its own)
+DEMO_TIMING_EPYC = f"{RESULTS}/demo/epyc/timing.json"
 DEMO = f"{RESULTS}/demo/demo.json"
 
 
@@ -17,32 +19,33 @@ def _mmss(s: float) -> str:
     return f"{whole // 60} min {whole % 60:02d} s"
 
 
-@table("demo-time", DEMO_TIMING, DEMO_TIMING_BUSY)
+@table("demo-time", DEMO_TIMING, DEMO_TIMING_BUSY, DEMO_TIMING_EPYC)
 def demo_time(root: Path) -> str:
-    """The wall clock of fresh `tisa demo` runs, idle and beside other jobs: median, range."""
+    """The wall clock of fresh `tisa demo` runs, idle and beside other jobs, on each CPU
+    measured: median, range, and the ratio to the idle median of the same CPU."""
     body = []
-    idle = None
-    for name, label in ((DEMO_TIMING, "to itself"), (DEMO_TIMING_BUSY, None)):
-        if name == DEMO_TIMING_BUSY and not (root / name).is_file():
+    idle: dict[str, float] = {}
+    for name in (DEMO_TIMING, DEMO_TIMING_BUSY, DEMO_TIMING_EPYC):
+        if name != DEMO_TIMING and not (root / name).is_file():
             continue
         data = read_json(root, name)
         runs = data["runs"]
         m = data.get("provenance") or {}
         busy = data.get("busy_processes") or 0
-        if label is None:
-            label = f"beside {busy} one-thread CPU-bound job{'s' if busy != 1 else ''}"
+        label = (f"beside {busy} one-thread CPU-bound job{'s' if busy != 1 else ''}"
+                 if busy else "to itself")
         loads = [r["load_before"] for r in runs if r.get("load_before") is not None]
         threads = sorted({r["threads"] for r in runs if r.get("threads") is not None})
-        if idle is None:
-            idle = data["median_s"]
-            ratio = "1.00x"
-        else:
-            ratio = f"{data['median_s'] / idle:.2f}x"
+        machine = f"{m.get('cpu_count')} cores, {m.get('cpu')}"
+        if not busy:
+            idle.setdefault(machine, data["median_s"])
+        ratio = (f"{data['median_s'] / idle[machine]:.2f}x" if machine in idle
+                 else "no idle run")
         body.append([
             label, len(runs), _mmss(data["median_s"]),
             f"{_mmss(data['min_s'])} - {_mmss(data['max_s'])}", ratio,
             ", ".join(map(str, threads)) or "not recorded",
-            f"{max(loads):.2f}" if loads else "n/a", f"{m.get('cpu_count')} cores, {m.get('cpu')}",
+            f"{max(loads):.2f}" if loads else "n/a", machine,
         ])
     columns = ["machine shared", "fresh runs", "median", "range", "of the idle median",
                "torch threads", "highest load before a run", "machine"]
