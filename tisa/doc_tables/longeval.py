@@ -15,6 +15,8 @@ LONGEVAL = f"{RESULTS}/longeval/results.json"
 LONGEVAL_L3 = f"{RESULTS}/longeval/l3/results.json"
 #: all-MiniLM-L6-v2 and its conversion at 8,192 tokens (truncate and chunk)
 LONGEVAL_8192 = f"{RESULTS}/longeval/8192/results.json"
+#: all-MiniLM-L6-v2 chunked and its conversion whole and in windows of 2,048 tokens
+LONGEVAL_WINDOWS = f"{RESULTS}/longeval/windows/results.json"
 
 
 def _who(model: str, strategy: str, models: list[dict[str, Any]]) -> str:
@@ -166,6 +168,11 @@ for _name, _render in (("depths", longeval_depths), ("comparisons", longeval_com
                        ("cost", longeval_cost)):
     table(f"longeval-8192-{_name}", LONGEVAL_8192)(
         functools.partial(_render, path=LONGEVAL_8192))
+# ... and read in windows of 2,048 tokens (chunk-2048)
+for _name, _render in (("depths", longeval_depths), ("comparisons", longeval_comparisons),
+                       ("cost", longeval_cost)):
+    table(f"longeval-windows-{_name}", LONGEVAL_WINDOWS)(
+        functools.partial(_render, path=LONGEVAL_WINDOWS))
 
 
 LENGTH_SCALE = f"{RESULTS}/longeval/length-scale/selection.json"

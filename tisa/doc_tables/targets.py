@@ -18,7 +18,7 @@ from tisa.doc_tables.convert import (
     CONVERT_WORD_ORDER,
 )
 from tisa.doc_tables.glue import GLUE_PER_MODEL_RATES, GLUE_SUMMARY, GLUE_TASKS, per_model_scores
-from tisa.doc_tables.longeval import LONGEVAL, LONGEVAL_8192
+from tisa.doc_tables.longeval import LONGEVAL, LONGEVAL_8192, LONGEVAL_WINDOWS
 from tisa.glue.results import paired_comparison
 from tisa.reports.markdown import markdown_table
 
@@ -51,8 +51,25 @@ def _long_inputs(root: Path) -> list[str]:
                 f"no difference shown on {len(best) - len(ahead) - len(behind)}, behind on "
                 f"{len(behind)}"
                 + (f" ({said})" if said else ""))
+    measured += _windows(root)
     return [f"long inputs: from {grouped(LONG)} tokens on, ahead of every alternative on "
             "every task (Holm)", measured, "yes" if len(ahead) == len(best) else "no"]
+
+
+def _windows(root: Path) -> str:
+    """The converted model read in windows (``chunk-W``, chosen on held-out draws) against
+    the best alternative of the original, where that run has them."""
+    r = read_json(root, LONGEVAL_WINDOWS)
+    mine = _converted(r["models"])
+    found = [c for c in r["comparisons"] if c["strategy"] != "native" and c["best"]
+             and c["against"] not in mine and c["length"] >= LONG]
+    said = "; ".join(
+        f"{c['task']} {grouped(c['length'])} vs {c['against_strategy']}: "
+        f"{_interval(c['mean'], c['low'], c['high'])}, "
+        + ("no difference shown" if c["p_holm"] >= 0.05 else
+           "ahead" if c["mean"] > 0 else "behind") for c in found)
+    strategies = sorted({c["strategy"] for c in found})
+    return f"; read as {', '.join(strategies)}: {said}" if found else ""
 
 
 def _passkey(root: Path) -> list[str]:
@@ -67,6 +84,14 @@ def _passkey(root: Path) -> list[str]:
     short = {n: v for n, v in sorted(lowest.items()) if v < PASSKEY}
     measured = "lowest depth: " + ", ".join(
         f"{100 * v:.1f} at {grouped(n)}" for n, v in sorted(lowest.items()))
+    r = read_json(root, LONGEVAL_WINDOWS)
+    mine = _converted(r["models"])
+    windows = [s for s in r["summary"] if s["task"] == "passkey" and s["model"] in mine
+               and s["strategy"] != "native"]
+    if windows:
+        measured += "; read as " + ", ".join(
+            f"{s['strategy']}: {100 * min(s['acc1_by_depth'].values()):.1f} at "
+            f"{grouped(s['length'])}" for s in windows)
     return [f"passkey Acc@1 at least {100 * PASSKEY:.0f}% at every depth up to "
             f"{grouped(max(lowest))} tokens", measured, "no" if short else "yes"]
 
@@ -154,6 +179,7 @@ def _time(root: Path) -> list[str]:
     "convert-targets",
     LONGEVAL,
     LONGEVAL_8192,
+    LONGEVAL_WINDOWS,
     GLUE_SUMMARY,
     *(f"{folder}/runs/*/none/seed-*/result.json" for folder in GLUE_PER_MODEL_RATES.values()),
     CONVERT,
