@@ -121,7 +121,7 @@ def test_longeval_comparisons_name_a_converted_models_reading_in_windows(
                                row("chunk-2048", "conv", "native", 0.97, 0.9, 0.2)]}
     (tmp_path / "r.json").write_text(json.dumps(results))
     text = longeval_comparisons(tmp_path, path="r.json")
-    assert "| converted, reading |" in text.splitlines()[0]
+    assert "| converted, read as |" in text.splitlines()[0]
     assert ("| passkey | 4,096 | converted (TISA), chunk-2048 | converted (TISA), whole "
             "document | 97.0 | 90.0 |") in text
     assert ("| passkey | 4,096 | converted (TISA), whole document | original, chunk (best) | "
@@ -130,7 +130,7 @@ def test_longeval_comparisons_name_a_converted_models_reading_in_windows(
     results["comparisons"] = results["comparisons"][:1]
     (tmp_path / "r.json").write_text(json.dumps(results))
     plain = longeval_comparisons(tmp_path, path="r.json")
-    assert "reading |" in plain and "converted, reading" not in plain
+    assert "reading |" in plain and "converted, read as" not in plain
     assert "| passkey | 4,096 | chunk (best) | 90.0 | 98.0 |" in plain
 
 

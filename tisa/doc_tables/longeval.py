@@ -53,7 +53,7 @@ def longeval_comparisons(root: Path, path: str = LONGEVAL) -> str:
     table) share one row."""
     r = read_json(root, path)
     tasks = r["settings"]["tasks"]
-    # a converted model read in windows too (chunk-W): a column says which reading
+    # a converted model read in windows too (chunk-W): a column says how it was read
     own = sorted({c["strategy"] for c in r["comparisons"]}) != ["native"]
     rows_by: dict[tuple, list[dict[str, Any]]] = {}
     for c in r["comparisons"]:
@@ -79,7 +79,7 @@ def longeval_comparisons(root: Path, path: str = LONGEVAL) -> str:
             f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
             f"{c['p_holm']:.2g}", verdict,
         ])
-    columns = ["task", "length", *(["converted, reading"] if own else []), "alternative",
+    columns = ["task", "length", *(["converted, read as"] if own else []), "alternative",
                "converted Acc@1", "its Acc@1", "difference, 95% interval", "p (Holm)",
                "reading"]
     return markdown_table(columns, rows, align="lr" + ("l" if own else "") + "lrrrrl")
