@@ -67,6 +67,24 @@ def test_compare_pairs_tisa_with_every_alternative_by_depth_and_seed():
     assert sorted(r["p_holm"] for r in rows) == pytest.approx([2 * small, max(2 * small, large)])
 
 
+def test_compare_marks_the_best_alternative_among_other_models_only():
+    def cells(model, strategy, scores):
+        return [{"model": model, "strategy": strategy, "task": "passkey", "length": 4096,
+                 "depth": d, "seed": 0, "acc1": v} for d, v in zip((0.0, 0.5, 1.0), scores)]
+
+    models = [{"name": "orig", "positions": 512}, {"name": "tisa", "positions": None}]
+    rows = compare(cells("tisa", "native", [1.0, 1.0, 1.0])
+                   + cells("tisa", "chunk-2048", [0.9, 0.8, 0.9])
+                   + cells("orig", "chunk", [0.5, 0.6, 0.5])
+                   + cells("orig", "truncate", [0.4, 0.1, 0.1]), models)
+    got = {(r["strategy"], r["against"], r["against_strategy"]): r["best"] for r in rows}
+    # the windows' own whole-document reading scores highest but is no alternative
+    assert got == {("native", "orig", "chunk"): True, ("native", "orig", "truncate"): False,
+                   ("chunk-2048", "orig", "chunk"): True,
+                   ("chunk-2048", "orig", "truncate"): False,
+                   ("chunk-2048", "tisa", "native"): False}
+
+
 def test_cli_writes_results_csv_and_report(tiny_bert, tiny_tisa, tmp_path, capsys):
     out = tmp_path / "run"
     argv = [

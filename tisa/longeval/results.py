@@ -133,12 +133,12 @@ def compare(
     same documents and queries), with a t interval and Holm's correction over every
     comparison returned.
 
-    Returns one row per comparison: ``model``, ``strategy`` (the native model),
-    ``against`` and ``against_strategy``, ``task``, ``length``, ``acc1`` and
+    Returns one row per comparison: ``model``, ``strategy`` (its reading: ``native`` or
+    ``chunk-W``), ``against`` and ``against_strategy``, ``task``, ``length``, ``acc1`` and
     ``against_acc1`` (means over the pairs), the difference's ``mean``, ``low``, ``high``,
     ``p``, ``p_holm``, ``n``, and ``best``: whether the alternative has the highest mean
-    Acc@1 of the alternatives at that task and length. Pairs with fewer than two cells
-    in common are left out.
+    Acc@1 of the other models' alternatives at that task and length (never the model's own
+    native reading). Pairs with fewer than two cells in common are left out.
     """
     from tisa.stats import holm, paired_difference
 
@@ -159,7 +159,9 @@ def compare(
             and (om != model or os_ == "native")
         ]
         means = {(om, os_): sum(s.values()) / len(s) for om, os_, s in others if s}
-        best = max(means.values(), default=None)
+        # the best alternative is another model's: a chunk-W row's own native is compared
+        # but is not what a user would pick instead of the model
+        best = max((v for (om, _), v in means.items() if om != model), default=None)
         for om, os_, scores in others:
             common = sorted(set(own) & set(scores))
             if len(common) < 2:
@@ -178,7 +180,7 @@ def compare(
                     "acc1": sum(a) / len(a),
                     "against_acc1": sum(b) / len(b),
                     **diff.to_dict(),
-                    "best": means[(om, os_)] == best,
+                    "best": om != model and means[(om, os_)] == best,
                 }
             )
     for row, adjusted in zip(rows, holm([r["p"] for r in rows]), strict=True):
