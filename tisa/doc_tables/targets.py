@@ -26,6 +26,8 @@ from tisa.reports.markdown import markdown_table
 LONG = 2048
 #: passkey Acc@1 to reach at every depth and length
 PASSKEY = 0.95
+#: the runs with the converted model read in windows too
+WINDOWED = (LONGEVAL_WINDOWS,)
 
 
 def _interval(mean: float, low: float, high: float, digits: int = 1) -> str:
@@ -56,13 +58,21 @@ def _long_inputs(root: Path) -> list[str]:
             "every task (Holm)", measured, "yes" if len(ahead) == len(best) else "no"]
 
 
+def _windowed(root: Path) -> list[tuple[dict[str, Any], set[str]]]:
+    """The runs that read the converted model in windows (``chunk-W``, chosen on held-out
+    draws), each with the names of its converted models."""
+    runs = []
+    for path in WINDOWED:
+        r = read_json(root, path)
+        runs.append((r, _converted(r["models"])))
+    return runs
+
+
 def _windows(root: Path) -> str:
-    """The converted model read in windows (``chunk-W``, chosen on held-out draws) against
-    the best alternative of the original, where that run has them."""
-    r = read_json(root, LONGEVAL_WINDOWS)
-    mine = _converted(r["models"])
-    found = [c for c in r["comparisons"] if c["strategy"] != "native" and c["best"]
-             and c["against"] not in mine and c["length"] >= LONG]
+    """The converted model read in windows against the best alternative of the original."""
+    found = [c for r, mine in _windowed(root) for c in r["comparisons"]
+             if c["strategy"] != "native" and c["best"] and c["against"] not in mine
+             and c["length"] >= LONG]
     said = "; ".join(
         f"{c['task']} {grouped(c['length'])} vs {c['against_strategy']}: "
         f"{_interval(c['mean'], c['low'], c['high'])}, "
@@ -84,10 +94,8 @@ def _passkey(root: Path) -> list[str]:
     short = {n: v for n, v in sorted(lowest.items()) if v < PASSKEY}
     measured = "lowest depth: " + ", ".join(
         f"{100 * v:.1f} at {grouped(n)}" for n, v in sorted(lowest.items()))
-    r = read_json(root, LONGEVAL_WINDOWS)
-    mine = _converted(r["models"])
-    windows = [s for s in r["summary"] if s["task"] == "passkey" and s["model"] in mine
-               and s["strategy"] != "native"]
+    windows = [s for r, mine in _windowed(root) for s in r["summary"]
+               if s["task"] == "passkey" and s["model"] in mine and s["strategy"] != "native"]
     if windows:
         measured += "; read as " + ", ".join(
             f"{s['strategy']}: {100 * min(s['acc1_by_depth'].values()):.1f} at "
