@@ -132,6 +132,12 @@ def test_longeval_comparisons_name_a_converted_models_reading_in_windows(
     plain = longeval_comparisons(tmp_path, path="r.json")
     assert "reading |" in plain and "converted, read as" not in plain
     assert "| passkey | 4,096 | chunk (best) | 90.0 | 98.0 |" in plain
+    # alternatives with the same scores share a row, marked best when any of them is
+    results["comparisons"] = [row("chunk-2048", "conv", "native", 0.97, 0.98, 0.5),
+                              row("chunk-2048", "orig", "chunk", 0.97, 0.98, 0.5)]
+    (tmp_path / "r.json").write_text(json.dumps(results))
+    tied = longeval_comparisons(tmp_path, path="r.json")
+    assert "| converted (TISA), whole document = original, chunk (best) |" in tied
 
 
 def test_a_target_with_tasks_still_running_is_not_yet_known(tmp_path: Path) -> None:

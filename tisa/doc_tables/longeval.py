@@ -65,8 +65,8 @@ def longeval_comparisons(root: Path, path: str = LONGEVAL) -> str:
         group = rows_by[key]
         c = group[0]
         names = " = ".join(sorted(
-            _who(x["against"], x["against_strategy"], r["models"]) if own
-            else x["against_strategy"] for x in group))
+            (_who(x["against"], x["against_strategy"], r["models"]) if own
+             else x["against_strategy"]) for x in group))
         if c["p_holm"] < 0.05:
             verdict = "converted ahead" if c["mean"] > 0 else "converted behind"
         else:
@@ -74,7 +74,7 @@ def longeval_comparisons(root: Path, path: str = LONGEVAL) -> str:
         rows.append([
             c["task"], grouped(c["length"]),
             *([_who(c["model"], c["strategy"], r["models"])] if own else []),
-            names + (" (best)" if c["best"] else ""),
+            names + (" (best)" if any(x["best"] for x in group) else ""),
             x100(c["acc1"], 1), x100(c["against_acc1"], 1),
             f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
             f"{c['p_holm']:.2g}", verdict,
