@@ -17,6 +17,8 @@ LONGEVAL_L3 = f"{RESULTS}/longeval/l3/results.json"
 LONGEVAL_8192 = f"{RESULTS}/longeval/8192/results.json"
 #: all-MiniLM-L6-v2 chunked and its conversion whole and in windows of 2,048 tokens
 LONGEVAL_WINDOWS = f"{RESULTS}/longeval/windows/results.json"
+#: ... and the same at 8,192 tokens (passkey)
+LONGEVAL_WINDOWS_8192 = f"{RESULTS}/longeval/windows-8192/results.json"
 
 
 def _who(model: str, strategy: str, models: list[dict[str, Any]]) -> str:
@@ -173,6 +175,8 @@ for _name, _render in (("depths", longeval_depths), ("comparisons", longeval_com
                        ("cost", longeval_cost)):
     table(f"longeval-windows-{_name}", LONGEVAL_WINDOWS)(
         functools.partial(_render, path=LONGEVAL_WINDOWS))
+    table(f"longeval-windows-8192-{_name}", LONGEVAL_WINDOWS_8192)(
+        functools.partial(_render, path=LONGEVAL_WINDOWS_8192))
 
 
 LENGTH_SCALE = f"{RESULTS}/longeval/length-scale/selection.json"

@@ -18,7 +18,12 @@ from tisa.doc_tables.convert import (
     CONVERT_WORD_ORDER,
 )
 from tisa.doc_tables.glue import GLUE_PER_MODEL_RATES, GLUE_SUMMARY, GLUE_TASKS, per_model_scores
-from tisa.doc_tables.longeval import LONGEVAL, LONGEVAL_8192, LONGEVAL_WINDOWS
+from tisa.doc_tables.longeval import (
+    LONGEVAL,
+    LONGEVAL_8192,
+    LONGEVAL_WINDOWS,
+    LONGEVAL_WINDOWS_8192,
+)
 from tisa.glue.results import paired_comparison
 from tisa.reports.markdown import markdown_table
 
@@ -27,7 +32,7 @@ LONG = 2048
 #: passkey Acc@1 to reach at every depth and length
 PASSKEY = 0.95
 #: the runs with the converted model read in windows too
-WINDOWED = (LONGEVAL_WINDOWS,)
+WINDOWED = (LONGEVAL_WINDOWS, LONGEVAL_WINDOWS_8192)
 
 
 def _interval(mean: float, low: float, high: float, digits: int = 1) -> str:
