@@ -67,8 +67,8 @@ def longeval_comparisons(root: Path, path: str = LONGEVAL) -> str:
         group = rows_by[key]
         c = group[0]
         names = " = ".join(sorted(
-            (_who(x["against"], x["against_strategy"], r["models"]) if own
-             else x["against_strategy"]) for x in group))
+            _who(x["against"], x["against_strategy"], r["models"]) if own
+            else x["against_strategy"] for x in group))
         if c["p_holm"] < 0.05:
             verdict = "converted ahead" if c["mean"] > 0 else "converted behind"
         else:
