@@ -165,3 +165,10 @@ def test_a_target_with_tasks_still_running_is_not_yet_known(tmp_path: Path) -> N
     assert row[2] == "no" and "wholly below 0 on 1 of the 5 tasks" in row[1]
     write("converted", "rte", level)
     assert _glue_per_model(tmp_path)[2] == "yes"
+
+
+def test_the_targets_table_names_every_windowed_run_it_reads() -> None:
+    from tisa.doc_tables import TABLES
+    from tisa.doc_tables.targets import WINDOWED
+
+    assert set(WINDOWED) <= set(TABLES["convert-targets"].sources)

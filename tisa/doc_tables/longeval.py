@@ -21,6 +21,14 @@ LONGEVAL_WINDOWS = f"{RESULTS}/longeval/windows/results.json"
 LONGEVAL_WINDOWS_8192 = f"{RESULTS}/longeval/windows-8192/results.json"
 
 
+def reading(c: dict[str, Any]) -> str:
+    """What a comparison row of :func:`tisa.longeval.results.compare` shows after Holm's
+    correction: the converted model ahead, behind, or no difference shown."""
+    if c["p_holm"] >= 0.05:
+        return "no difference shown"
+    return "converted ahead" if c["mean"] > 0 else "converted behind"
+
+
 def _who(model: str, strategy: str, models: list[dict[str, Any]]) -> str:
     """A row label: the strategy of the original, or "converted (TISA)"."""
     facts = next((m for m in models if m["name"] == model), {})
@@ -69,17 +77,13 @@ def longeval_comparisons(root: Path, path: str = LONGEVAL) -> str:
         names = " = ".join(sorted(
             _who(x["against"], x["against_strategy"], r["models"]) if own
             else x["against_strategy"] for x in group))
-        if c["p_holm"] < 0.05:
-            verdict = "converted ahead" if c["mean"] > 0 else "converted behind"
-        else:
-            verdict = "no difference shown"
         rows.append([
             c["task"], grouped(c["length"]),
             *([_who(c["model"], c["strategy"], r["models"])] if own else []),
             names + (" (best)" if any(x["best"] for x in group) else ""),
             x100(c["acc1"], 1), x100(c["against_acc1"], 1),
             f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
-            f"{c['p_holm']:.2g}", verdict,
+            f"{c['p_holm']:.2g}", reading(c),
         ])
     columns = ["task", "length", *(["converted, read as"] if own else []), "alternative",
                "converted Acc@1", "its Acc@1", "difference, 95% interval", "p (Holm)",
@@ -97,15 +101,11 @@ def longeval_best(root: Path, path: str = LONGEVAL) -> str:
         m["positions"] or 10**9 for m in r["models"])]
     rows = []
     for c in sorted(best, key=lambda c: (tasks.index(c["task"]), c["length"])):
-        if c["p_holm"] < 0.05:
-            verdict = "converted ahead" if c["mean"] > 0 else "converted behind"
-        else:
-            verdict = "no difference shown"
         rows.append([
             c["task"], grouped(c["length"]), c["against_strategy"], x100(c["against_acc1"], 1),
             x100(c["acc1"], 1),
             f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
-            f"{c['p_holm']:.2g}", verdict,
+            f"{c['p_holm']:.2g}", reading(c),
         ])
     columns = ["task", "length", "best alternative", "its Acc@1", "converted Acc@1",
                "difference, 95% interval", "p (Holm)", "reading"]

@@ -23,6 +23,7 @@ from tisa.doc_tables.longeval import (
     LONGEVAL_8192,
     LONGEVAL_WINDOWS,
     LONGEVAL_WINDOWS_8192,
+    reading,
 )
 from tisa.glue.results import paired_comparison
 from tisa.reports.markdown import markdown_table
@@ -80,9 +81,7 @@ def _windows(root: Path) -> str:
              and c["length"] >= LONG]
     said = "; ".join(
         f"{c['task']} {grouped(c['length'])} vs {c['against_strategy']}: "
-        f"{_interval(c['mean'], c['low'], c['high'])}, "
-        + ("no difference shown" if c["p_holm"] >= 0.05 else
-           "ahead" if c["mean"] > 0 else "behind") for c in found)
+        f"{_interval(c['mean'], c['low'], c['high'])}, {reading(c)}" for c in found)
     strategies = sorted({c["strategy"] for c in found})
     return f"; read as {', '.join(strategies)}: {said}" if found else ""
 
@@ -192,7 +191,7 @@ def _time(root: Path) -> list[str]:
     "convert-targets",
     LONGEVAL,
     LONGEVAL_8192,
-    LONGEVAL_WINDOWS,
+    *WINDOWED,
     GLUE_SUMMARY,
     *(f"{folder}/runs/*/none/seed-*/result.json" for folder in GLUE_PER_MODEL_RATES.values()),
     CONVERT,
