@@ -45,6 +45,8 @@ def test_program_names_carry_no_machine_paths() -> None:
     assert provenance._program(str(root / "tisa" / "cli" / "__main__.py")) == "python -m tisa.cli"
     assert provenance._program(str(root / "benchmarks" / "x.py")) == "benchmarks/x.py"
     assert provenance._program("/some/venv/bin/tisa") == "tisa"
+    # python -c: the code is not kept, so the record says how the program was started
+    assert provenance._program("-c") == "python -c"
 
 
 def test_sha256_file(tmp_path) -> None:

@@ -129,7 +129,10 @@ def _gpu_name() -> str | None:
 
 def _program(arg0: str) -> str:
     """``sys.argv[0]`` without machine paths: ``benchmarks/x.py``, ``python -m tisa.cli``,
-    or the bare name of a console script such as ``tisa``."""
+    ``python -c`` (code given on the command line, whose text Python does not keep), or
+    the bare name of a console script such as ``tisa``."""
+    if arg0 == "-c":
+        return "python -c"
     path = Path(arg0).resolve()
     try:
         relative = path.relative_to(_REPO)
