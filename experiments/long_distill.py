@@ -16,6 +16,13 @@ lies nearest the middle (:func:`tisa.convert.distill.windowed_states`).
     tisa convert sentence-transformers/all-MiniLM-L6-v2 --content-offsets 16 \\
         --long-weight 1 --long-every 3 --output-dir runs/convert-clip-comb
     python experiments/long_distill.py runs/convert --output-dir runs/long-distill
+
+The long-input term on every third step alone, against the default:
+
+    tisa convert sentence-transformers/all-MiniLM-L6-v2 --long-weight 1 --long-every 3 \\
+        --output-dir runs/convert-le3
+    python experiments/long_distill.py runs/convert --variants le3=@runs/convert-le3/model \\
+        default --output-dir runs/long-every
 """
 
 import sys

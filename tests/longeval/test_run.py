@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from tisa.cli import main
 from tisa.longeval.config import LongEvalConfig
 from tisa.longeval.results import CSV_COLUMNS, compare, retrieval_scores
 from tisa.longeval.run import _cell_key, _read_cell, cell_path, load_encoder, longeval
+from tisa.provenance import sha256_file
 
 SMALL = dict(
     lengths=(96, 128),
@@ -117,6 +119,9 @@ def test_cli_writes_results_csv_and_report(tiny_bert, tiny_tisa, tmp_path, capsy
     assert prov["command"] == "tisa " + " ".join(argv) and prov["threads"] == 1
     assert {"commit", "torch", "cpu", "cpu_count", "transformers"} <= set(prov)
     assert [m["strategies"] for m in results["models"]] == [["truncate"], ["native"]]
+    # which weights were read: the digest tisa convert records for its model/ folder
+    assert [m["weights_sha256"] for m in results["models"]] == [
+        sha256_file(Path(folder) / "model.safetensors") for folder in (tiny_bert, tiny_tisa)]
     cells = results["cells"]
     assert len(cells) == 4 and all(0 <= c["acc1"] <= 1 for c in cells)
     assert all(84 <= c["tokens_max"] <= 96 and c["seconds_per_document"] > 0 for c in cells)

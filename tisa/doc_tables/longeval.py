@@ -29,7 +29,7 @@ def reading(c: dict[str, Any]) -> str:
     return "converted ahead" if c["mean"] > 0 else "converted behind"
 
 
-def _who(model: str, strategy: str, models: list[dict[str, Any]]) -> str:
+def who(model: str, strategy: str, models: list[dict[str, Any]]) -> str:
     """A row label: the strategy of the original, or "converted (TISA)"."""
     facts = next((m for m in models if m["name"] == model), {})
     if not facts.get("tisa"):
@@ -50,7 +50,7 @@ def longeval_accuracy(root: Path, path: str = LONGEVAL) -> str:
     for task in r["settings"]["tasks"]:
         pairs = dict.fromkeys((m, st) for (t, m, st, _) in acc if t == task)
         for model, strategy in pairs:
-            rows.append([task, _who(model, strategy, r["models"]),
+            rows.append([task, who(model, strategy, r["models"]),
                          *[x100(acc.get((task, model, strategy, n)), 1) for n in lengths]])
     columns = ["task", "model, strategy", *[f"{n:,}" for n in lengths]]
     return markdown_table(columns, rows, align="ll" + "r" * len(lengths))
@@ -75,11 +75,11 @@ def longeval_comparisons(root: Path, path: str = LONGEVAL) -> str:
         group = rows_by[key]
         c = group[0]
         names = " = ".join(sorted(
-            _who(x["against"], x["against_strategy"], r["models"]) if own
+            who(x["against"], x["against_strategy"], r["models"]) if own
             else x["against_strategy"] for x in group))
         rows.append([
             c["task"], grouped(c["length"]),
-            *([_who(c["model"], c["strategy"], r["models"])] if own else []),
+            *([who(c["model"], c["strategy"], r["models"])] if own else []),
             names + (" (best)" if any(x["best"] for x in group) else ""),
             x100(c["acc1"], 1), x100(c["against_acc1"], 1),
             f"{100 * c['mean']:+.1f} [{100 * c['low']:+.1f}, {100 * c['high']:+.1f}]",
@@ -133,7 +133,7 @@ def longeval_cost(root: Path, path: str = LONGEVAL) -> str:
             cells.append("n/a" if not secs else
                          f"{1000 * statistics.mean(secs):.0f} ms"
                          + (f", {statistics.mean(mem):.0f} MiB" if mem else ""))
-        rows.append([_who(model, strategy, r["models"]), *cells])
+        rows.append([who(model, strategy, r["models"]), *cells])
     prov, st = r["provenance"], r["settings"]
     columns = ["model, strategy", *[f"{n:,}" for n in lengths]]
     note = (f"\n\n{st['candidates']} documents a cell, depths "
@@ -153,7 +153,7 @@ def longeval_depths(root: Path, path: str) -> str:
     rows = []
     for s in sorted(r["summary"], key=lambda s: (tasks.index(s["task"]), s["length"])):
         by_depth = s["acc1_by_depth"]
-        rows.append([s["task"], _who(s["model"], s["strategy"], r["models"]),
+        rows.append([s["task"], who(s["model"], s["strategy"], r["models"]),
                      grouped(s["length"]), *[x100(by_depth.get(d), 1) for d in depths],
                      x100(s["acc1"], 1)])
     columns = ["task", "model, strategy", "length", *[f"depth {float(d):g}" for d in depths],

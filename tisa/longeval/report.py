@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +35,14 @@ def label(model: str, strategy: str) -> str:
     return f"{short} / {strategy}"
 
 
-def _series(summary: Sequence[Mapping], key: str, task: str | None = None):
-    """label -> sorted (length, value) points (averaged over tasks when task is None)."""
+def _series(summary: Sequence[Mapping], key: str, task: str | None = None,
+            name: Callable[[str, str], str] = label):
+    """name -> sorted (length, value) points (averaged over tasks when task is None);
+    ``name(model, strategy)`` labels a line."""
     points: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in summary:
         if (task is None or row["task"] == task) and row[key] is not None:
-            points[label(row["model"], row["strategy"])][row["length"]].append(row[key])
+            points[name(row["model"], row["strategy"])][row["length"]].append(row[key])
     return {
         name: sorted((n, sum(v) / len(v)) for n, v in by_length.items())
         for name, by_length in points.items()
@@ -65,21 +67,30 @@ def accuracy_figure(
     *,
     chance: float,
     limits: Sequence[int] = (),
+    name: Callable[[str, str], str] = label,
 ) -> Figure:
-    """Acc@1 against length, one panel per task, one line per (model, strategy)."""
+    """Acc@1 against length, one panel per task, one line per (model, strategy), labelled
+    ``name(model, strategy)`` (one colour per label in every panel)."""
     fig = Figure(figsize=(4.2 * len(tasks) + 2.4, 3.6), layout="constrained")
     axes = fig.subplots(1, len(tasks), squeeze=False)[0]
+    names = list(dict.fromkeys(name(r["model"], r["strategy"]) for r in summary))
+    colours = {n: f"C{i % 10}" for i, n in enumerate(names)}
     for ax, task in zip(axes, tasks, strict=True):
-        for name, points in _series(summary, "acc1", task).items():
-            ax.plot(*zip(*points, strict=True), marker="o", ms=3.5, lw=1.3, label=name)
+        for line, points in _series(summary, "acc1", task, name).items():
+            ax.plot(*zip(*points, strict=True), marker="o", ms=3.5, lw=1.3, label=line,
+                    color=colours[line])
         ax.axhline(chance, color="0.6", ls="--", lw=1)
         _length_axis(ax, lengths, limits)
         ax.set_ylim(-0.03, 1.03)
         ax.set_title(task, fontsize=10)
         ax.set_ylabel("Acc@1")
-    handles, names = axes[0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, names, loc="outside right upper", fontsize="small")
+    shown = {}  # every line once, from whichever panel drew it (not every task has all)
+    for ax in axes:
+        for handle, line in zip(*ax.get_legend_handles_labels(), strict=True):
+            shown.setdefault(line, handle)
+    if shown:
+        fig.legend([shown[n] for n in names if n in shown], [n for n in names if n in shown],
+                   loc="outside right upper", fontsize="small")
     return fig
 
 
@@ -243,7 +254,8 @@ def write_longeval_report(path: str | Path, results: Mapping[str, Any]) -> Path:
             "Models and provenance",
             tables=[
                 Table(
-                    ["model", "type", "TISA", "positions", "pooling", "strategies"],
+                    ["model", "type", "TISA", "positions", "pooling", "strategies",
+                     "weights (SHA-256)"],
                     [
                         [
                             m["name"],
@@ -252,6 +264,7 @@ def write_longeval_report(path: str | Path, results: Mapping[str, Any]) -> Path:
                             m["positions"],
                             m["pooling"],
                             ", ".join(m["strategies"]),
+                            (m.get("weights_sha256") or "not recorded")[:12],
                         ]
                         for m in results["models"]
                     ],

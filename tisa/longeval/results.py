@@ -23,7 +23,8 @@ from torch import Tensor, nn
 
 from tisa.files import write_atomic
 
-__all__ = ["CSV_COLUMNS", "compare", "retrieval_scores", "summarise", "write_csv"]
+__all__ = ["CSV_COLUMNS", "compare", "merge_summaries", "retrieval_scores", "summarise",
+           "write_csv"]
 
 
 def retrieval_scores(queries: Tensor, documents: Tensor) -> dict[str, Any]:
@@ -121,6 +122,25 @@ def summarise(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+
+
+def merge_summaries(
+    results: Sequence[dict[str, Any]], sources: Sequence[str]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The summary rows of several results.json (``sources`` names them), one row per
+    model, strategy, task and length: the first file's where two share one. Returns the
+    rows and a line for each later row whose Acc@1 differs from the one kept."""
+    rows: dict[tuple, dict[str, Any]] = {}
+    notes = []
+    for r, source in zip(results, sources, strict=True):
+        for row in r["summary"]:
+            key = (row["model"], row["strategy"], row["task"], row["length"])
+            if key not in rows:
+                rows[key] = {**row, "source": source}
+            elif rows[key]["acc1"] != row["acc1"]:
+                notes.append(f"{source}: {', '.join(map(str, key))}: Acc@1 {row['acc1']:.4f}; "
+                             f"kept {rows[key]['acc1']:.4f} of {rows[key]['source']}")
+    return list(rows.values()), notes
 
 
 def compare(
