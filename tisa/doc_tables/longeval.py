@@ -251,6 +251,19 @@ def longeval_long_distill(root: Path) -> str:
     return _variants_table(read_json(root, LONG_DISTILL))
 
 
+#: the long-input term on every third step only against the default, held out
+#: (``experiments/long_distill.py`` with ``--variants le3=@... default``)
+LONG_EVERY = f"{RESULTS}/longeval/long-every/selection.json"
+
+
+@table("longeval-long-every", LONG_EVERY)
+def longeval_long_every(root: Path) -> str:
+    """The conversion distilled on long blocks on every third step (``--long-weight 1
+    --long-every 3``) minus the default conversion, on the held-out seeds of
+    ``experiments/long_distill.py``."""
+    return _variants_table(read_json(root, LONG_EVERY))
+
+
 #: the converted model read in windows of W tokens against the whole document, held out
 #: (``experiments/chunk_windows.py``)
 CHUNK_WINDOWS = f"{RESULTS}/longeval/chunk-windows/selection.json"
