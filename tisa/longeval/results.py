@@ -122,8 +122,6 @@ def summarise(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-
-
 def merge_summaries(
     results: Sequence[dict[str, Any]], sources: Sequence[str]
 ) -> tuple[list[dict[str, Any]], list[str]]:
