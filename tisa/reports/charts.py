@@ -290,7 +290,8 @@ def glue_results(summary: Sequence[Mapping]) -> Figure:
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xticks(x, names)
         ax.set_ylabel("%")
-        ax.set_title(f"relative error reduction vs {baseline}: (err_base - err) / err_base")
+        ax.set_title(f"relative error reduction of the medians vs {baseline}: "
+                     "(err_base - err) / err_base")
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
         ax.grid(axis="y", alpha=0.3)
     return fig
