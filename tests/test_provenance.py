@@ -49,6 +49,13 @@ def test_program_names_carry_no_machine_paths() -> None:
     assert provenance._program("-c") == "python -c"
 
 
+def test_weights_sha256_reads_a_folders_safetensors_or_says_none(tmp_path) -> None:
+    assert provenance.weights_sha256(None) is None
+    assert provenance.weights_sha256(tmp_path) is None  # no model.safetensors
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    assert provenance.weights_sha256(tmp_path) == hashlib.sha256(b"weights").hexdigest()
+
+
 def test_sha256_file(tmp_path) -> None:
     path = tmp_path / "weights.bin"
     data = bytes(range(256)) * 5000

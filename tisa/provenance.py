@@ -152,6 +152,14 @@ def sha256_file(path: str | os.PathLike[str], *, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def weights_sha256(folder: str | os.PathLike[str] | None) -> str | None:
+    """The SHA-256 of a model folder's ``model.safetensors``, the digest ``tisa convert``
+    records for its model; None without a folder or without that file (a hub id, a folder
+    of sharded or ``.bin`` weights)."""
+    weights = Path(folder) / "model.safetensors" if folder is not None else None
+    return sha256_file(weights) if weights is not None and weights.is_file() else None
+
+
 def save_result(folder: str | os.PathLike[str], stem: str, text: str, result: dict) -> Path:
     """Writes ``FOLDER/STEM.md`` (``text``) and ``FOLDER/STEM.json`` (``result`` with its
     provenance, :func:`run_metadata`), each atomically; returns the JSON file."""

@@ -50,7 +50,7 @@ from tisa.convert.word_order import order_sensitivity, probe
 from tisa.data.glue import load_glue
 from tisa.hf.architectures import num_positions
 from tisa.hub import model_source
-from tisa.provenance import save_result, sha256_file
+from tisa.provenance import save_result, weights_sha256
 from tisa.reports.markdown import markdown_table
 
 __all__ = ["choose", "main", "markdown", "measure", "settings_text"]
@@ -184,8 +184,6 @@ def measure(
         "runs": [],
     }
     for run, s, (_, model_dir, settings) in zip(runs, scored[1:], conversions):
-        weights = model_dir / "model.safetensors"
-
         def sts_difference(i, s=s):
             a = spearmanr(s["cos"][i], gold_sts[i]).statistic
             return a - spearmanr(base["cos"][i], gold_sts[i]).statistic
@@ -204,7 +202,7 @@ def measure(
                 "content_offsets": settings.get("content_offsets"),
                 "content_beyond": settings.get("content_beyond", "clip"),
                 "distill": settings.get("distill", {}),
-                "weights_sha256": sha256_file(weights) if weights.is_file() else None,
+                "weights_sha256": weights_sha256(model_dir),
                 "sts_spearman": s["sts_spearman"],
                 "sts_relative": s["sts_spearman"] / base["sts_spearman"],
                 "sts_difference": s["sts_spearman"] - base["sts_spearman"],

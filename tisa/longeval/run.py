@@ -51,7 +51,7 @@ from tisa.longeval.results import compare, retrieval_scores, summarise, write_cs
 from tisa.longeval.strategies import Encoder, make_strategy
 from tisa.longeval.tasks import VERSION, TextSource, build_cell
 from tisa.memory import peak_memory
-from tisa.provenance import run_metadata, sha256_file
+from tisa.provenance import run_metadata, weights_sha256
 
 __all__ = ["LongEvalResult", "cell_path", "load_encoder", "longeval"]
 
@@ -140,15 +140,9 @@ def load_encoder(name: str, *, batch_size: int = 1):
         "parameters": sum(p.numel() for p in model.parameters()),
         "fingerprint": fingerprint(model),
         # the weights file read, when a folder holds one: the digest tisa convert records
-        "weights_sha256": _weights_sha256(folder),
+        "weights_sha256": weights_sha256(folder),
     }
     return encoder, facts
-
-
-def _weights_sha256(folder: str | None) -> str | None:
-    """The SHA-256 of a model folder's model.safetensors (None: no folder, or no such file)."""
-    weights = Path(folder) / "model.safetensors" if folder else None
-    return sha256_file(weights) if weights is not None and weights.is_file() else None
 
 
 def fingerprint(model: torch.nn.Module) -> str:
