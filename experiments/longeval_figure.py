@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
             results.append(json.loads(path.read_text()))
         except (OSError, json.JSONDecodeError) as err:
             p.error(f"results: cannot read {str(path)!r} as JSON ({err.__class__.__name__})")
-        if not {"settings", "summary", "models"} <= results[-1].keys():
+        if not (isinstance(results[-1], dict)
+                and {"settings", "summary", "models"} <= results[-1].keys()):
             p.error(f"results: {str(path)!r} is not a results.json of tisa longeval")
     summary, notes = merge_summaries(results, [str(p) for p in args.results])
     models = [m for r in results for m in r["models"]]
