@@ -107,18 +107,18 @@ def test_longeval_comparisons_name_a_converted_models_reading_in_windows(
         tmp_path: Path) -> None:
     from tisa.doc_tables.longeval import longeval_comparisons
 
-    def row(strategy, against, against_strategy, acc1, other, p_holm):
-        return {"model": "conv", "strategy": strategy, "against": against,
-                "against_strategy": against_strategy, "task": "passkey", "length": 4096,
-                "acc1": acc1, "against_acc1": other, "mean": acc1 - other, "low": -0.01,
-                "high": 0.1, "p_holm": p_holm, "best": against == "orig"}
+    def cells(model, strategy, per_seed):  # one depth, a cell per seed
+        return [{"model": model, "strategy": strategy, "task": "passkey", "length": 4096,
+                 "depth": 0.5, "seed": seed, "acc1": acc1}
+                for seed, acc1 in enumerate(per_seed)]
 
+    native = cells("conv", "native", [0.9, 0.91, 0.89])
+    windows = cells("conv", "chunk-2048", [0.97, 0.99, 0.95])
+    chunk = cells("orig", "chunk", [0.98, 0.98, 0.98])
     results = {"settings": {"tasks": ["passkey"]},
                "models": [{"name": "orig", "positions": 512},
                           {"name": "conv", "positions": None, "tisa": True}],
-               "comparisons": [row("native", "orig", "chunk", 0.9, 0.98, 0.01),
-                               row("chunk-2048", "orig", "chunk", 0.97, 0.98, 0.5),
-                               row("chunk-2048", "conv", "native", 0.97, 0.9, 0.2)]}
+               "cells": native + windows + chunk}
     (tmp_path / "r.json").write_text(json.dumps(results))
     text = longeval_comparisons(tmp_path, path="r.json")
     assert "| converted, read as |" in text.splitlines()[0]
@@ -126,15 +126,18 @@ def test_longeval_comparisons_name_a_converted_models_reading_in_windows(
             "document | 97.0 | 90.0 |") in text
     assert ("| passkey | 4,096 | converted (TISA), whole document | original, chunk (best) | "
             "90.0 | 98.0 |") in text and "converted behind" in text
+    # the comparisons are computed from the cells, paired by seed, not read from the file
+    results["comparisons"] = [{"stale": True}]
+    (tmp_path / "r.json").write_text(json.dumps(results))
+    assert longeval_comparisons(tmp_path, path="r.json") == text
     # a run without windows keeps the table as it was: no reading column
-    results["comparisons"] = results["comparisons"][:1]
+    results["cells"] = native + chunk
     (tmp_path / "r.json").write_text(json.dumps(results))
     plain = longeval_comparisons(tmp_path, path="r.json")
     assert "reading |" in plain and "converted, read as" not in plain
     assert "| passkey | 4,096 | chunk (best) | 90.0 | 98.0 |" in plain
     # alternatives with the same scores share a row, marked best when any of them is
-    results["comparisons"] = [row("chunk-2048", "conv", "native", 0.97, 0.98, 0.5),
-                              row("chunk-2048", "orig", "chunk", 0.97, 0.98, 0.5)]
+    results["cells"] = cells("conv", "native", [0.98] * 3) + windows + chunk
     (tmp_path / "r.json").write_text(json.dumps(results))
     tied = longeval_comparisons(tmp_path, path="r.json")
     assert "| converted (TISA), whole document = original, chunk (best) |" in tied

@@ -14,6 +14,7 @@ from tisa.longeval.config import LongEvalConfig
 from tisa.longeval.results import CSV_COLUMNS, compare, retrieval_scores
 from tisa.longeval.run import _cell_key, _read_cell, cell_path, load_encoder, longeval
 from tisa.provenance import sha256_file
+from tisa.stats import paired_difference
 
 SMALL = dict(
     lengths=(96, 128),
@@ -38,22 +39,24 @@ def test_scores_share_ties_and_find_the_right_document():
         retrieval_scores(torch.ones(2, 4), torch.ones(3, 4))
 
 
-def test_compare_pairs_tisa_with_every_alternative_by_depth_and_seed():
+def test_compare_pairs_tisa_with_every_alternative_by_seed():
+    keys = [(0.0, 0), (1.0, 0), (0.0, 1), (1.0, 1), (0.0, 2), (1.0, 2)]
+
     def cells(model, strategy, scores, length=512):
         return [
             {"model": model, "strategy": strategy, "task": "passkey", "length": length,
              "depth": d, "seed": s, "acc1": v}
-            for (d, s), v in zip([(0.0, 0), (0.0, 1), (1.0, 0), (1.0, 1)], scores)
+            for (d, s), v in zip(keys, scores)
         ]
 
     models = [{"name": "orig", "positions": 512}, {"name": "tisa", "positions": None}]
     rows = compare(
-        cells("tisa", "native", [1.0, 1.0, 0.9, 1.0])
-        + cells("orig", "chunk", [0.5, 0.75, 0.5, 0.5])
-        + cells("orig", "truncate", [1.0, 1.0, 0.1, 0.1])
+        cells("tisa", "native", [1.0, 0.9, 1.0, 1.0, 0.9, 1.0])
+        + cells("orig", "chunk", [0.5, 0.5, 0.75, 0.5, 0.5, 0.5])
+        + cells("orig", "truncate", [1.0, 1.0, 0.1, 0.1, 0.5, 0.5])
         + cells("orig", "chunk", [0.2, 0.3], length=1024)  # no TISA cells at 1024
-        + cells("tisa", "native", [1.0], length=2048)  # a single pair is no comparison
-        + cells("orig", "chunk", [1.0], length=2048),
+        + cells("tisa", "native", [1.0, 1.0], length=2048)  # one seed is no comparison
+        + cells("orig", "chunk", [1.0, 0.5], length=2048),
         models,
     )
     assert [(r["against_strategy"], r["length"]) for r in rows] == [
@@ -61,18 +64,38 @@ def test_compare_pairs_tisa_with_every_alternative_by_depth_and_seed():
         ("truncate", 512),
     ]
     chunk, truncate = rows
-    assert chunk["mean"] == pytest.approx(0.975 - 0.5625) and chunk["n"] == 4
-    assert chunk["low"] > 0 and chunk["best"] and not truncate["best"]  # 0.5625 > 0.55
+    # the unit is the seed: each seed's depths averaged, then paired over the three seeds
+    want = paired_difference([0.95, 1.0, 0.95], [0.5, 0.625, 0.5])
+    assert chunk["mean"] == pytest.approx(want.mean) and chunk["low"] == pytest.approx(want.low)
+    assert chunk["n"] == 3 and chunk["cells"] == 6
+    assert chunk["acc1"] == pytest.approx(5.8 / 6) and chunk["against_acc1"] == pytest.approx(
+        3.25 / 6)
+    assert chunk["low"] > 0 and chunk["best"] and not truncate["best"]  # 0.5417 > 0.5333
     assert truncate["low"] < 0 < truncate["high"]
     # Holm over the two: the smaller p doubled, the larger kept (but not below it)
     small, large = sorted([chunk["p"], truncate["p"]])
     assert sorted(r["p_holm"] for r in rows) == pytest.approx([2 * small, max(2 * small, large)])
 
 
+def test_compare_counts_the_depths_of_a_seed_once():
+    # depths that agree within each seed but seeds that disagree: 6 cells, 2 pairs
+    def cells(model, scores):
+        return [{"model": model, "strategy": "native" if model == "tisa" else "chunk",
+                 "task": "passkey", "length": 4096, "depth": d, "seed": s, "acc1": v}
+                for (s, v) in zip((0, 1), scores) for d in (0.0, 0.5, 1.0)]
+
+    models = [{"name": "orig", "positions": 512}, {"name": "tisa", "positions": None}]
+    (row,) = compare(cells("tisa", [1.0, 0.6]) + cells("orig", [0.5, 0.5]), models)
+    assert row["n"] == 2 and row["cells"] == 6
+    # over the six cells the interval would exclude 0; over the two seeds it does not
+    assert paired_difference([1.0] * 3 + [0.6] * 3, [0.5] * 6).low > 0
+    assert row["low"] < 0 < row["high"]
+
+
 def test_compare_marks_the_best_alternative_among_other_models_only():
     def cells(model, strategy, scores):
         return [{"model": model, "strategy": strategy, "task": "passkey", "length": 4096,
-                 "depth": d, "seed": 0, "acc1": v} for d, v in zip((0.0, 0.5, 1.0), scores)]
+                 "depth": 0.5, "seed": s, "acc1": v} for s, v in zip((0, 1, 2), scores)]
 
     models = [{"name": "orig", "positions": 512}, {"name": "tisa", "positions": None}]
     rows = compare(cells("tisa", "native", [1.0, 1.0, 1.0])
@@ -97,9 +120,9 @@ def test_cli_writes_results_csv_and_report(tiny_bert, tiny_tisa, tmp_path, capsy
         "96",
         "--depths",
         "0",
-        "1",
         "--seeds",
         "0",
+        "1",
         "--candidates",
         "3",
         "--tasks",
@@ -130,11 +153,12 @@ def test_cli_writes_results_csv_and_report(tiny_bert, tiny_tisa, tmp_path, capsy
     assert len(rows) == 4 and tuple(rows[0]) == CSV_COLUMNS
     assert [r["strategy"] for r in rows] == ["truncate", "truncate", "native", "native"]
     assert len(results["summary"]) == 2
-    (row,) = results["comparisons"]  # TISA against the one alternative, over 2 depths
+    (row,) = results["comparisons"]  # TISA against the one alternative, over 2 seeds
     assert (row["model"], row["against"], row["against_strategy"]) == (
         tiny_tisa, tiny_bert, "truncate"
     )
-    assert row["n"] == 2 and row["best"] and row["low"] <= row["mean"] <= row["high"]
+    assert row["n"] == row["cells"] == 2 and row["best"]
+    assert row["low"] <= row["mean"] <= row["high"]
     html = (out / "report.html").read_text()
     assert "Where the evidence sits" in html and "Cost per document" in html
     assert "Paired comparisons" in html
@@ -147,7 +171,7 @@ def test_a_tisa_model_runs_chunk_w_beside_native(tiny_bert, tiny_tisa, tmp_path,
     monkeypatch.setattr(run_lib, "write_longeval_report", lambda path, results: path)
     config = LongEvalConfig(models=(tiny_bert, tiny_tisa), output_dir=str(tmp_path),
                             tasks=("passkey",), strategies=("chunk", "chunk-100"),
-                            **{**SMALL, "lengths": (128,)})
+                            **{**SMALL, "lengths": (128,), "depths": (1.0,), "seeds": (0, 1)})
     results = longeval(config).results
     # the table of 64 rows cannot read windows of 100 tokens; the TISA model can
     assert [m["strategies"] for m in results["models"]] == [["chunk"], ["native", "chunk-100"]]

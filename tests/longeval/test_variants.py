@@ -40,7 +40,7 @@ def test_compares_settings_on_copies_and_chooses_by_mean_acc1(tiny_tisa, tmp_pat
     rows = selection["against_baseline"]
     assert {r["task"] for r in rows} == {"passkey", "needle", "passage"}
     assert {r["model"] for r in rows} == {"scale-64", "window-8"}
-    assert all(r["n"] == 10 for r in rows)  # 5 depths x 2 seeds
+    assert all(r["n"] == 2 and r["cells"] == 10 for r in rows)  # 2 seeds of 5 depths
     assert all(r["p_holm"] >= r["p"] for r in rows)
     assert "chosen: " in capsys.readouterr().out
     # a changed model in the convert folder is copied again, not reused
@@ -154,7 +154,7 @@ def test_chunk_windows_are_scored_beside_the_whole_document(tiny_tisa, tmp_path)
     shutil.copytree(tiny_tisa, convert_dir / "model")
     out = tmp_path / "out"
     argv = [str(convert_dir), "--output-dir", str(out), "--lengths", "96", "--seeds", "7",
-            "--tasks", "passkey", "--variants", "plain", "scale-64=length_scale=64",
+            "8", "--tasks", "passkey", "--variants", "plain", "scale-64=length_scale=64",
             "--strategies", "chunk-40", "--threads", "1", "--no-progress"]
     assert variants.main(argv) == 0
     selection = json.loads((out / "selection.json").read_text())
@@ -164,6 +164,7 @@ def test_chunk_windows_are_scored_beside_the_whole_document(tiny_tisa, tmp_path)
     assert set(selection["weights_sha256"]) == {"plain", "scale-64"}
     rows = selection["against_baseline"]  # each entry but the baseline, against it
     assert sorted(r["model"] for r in rows) == names[1:]
-    assert all(r["against_strategy"] == "native" and r["n"] == 5 for r in rows)
+    assert all(r["against_strategy"] == "native" and r["n"] == 2 and r["cells"] == 10
+               for r in rows)
     cells = json.loads((out / "longeval" / "results.json").read_text())["cells"]
     assert {c["strategy"] for c in cells} == {"native", "chunk-40"}

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tisa.doc_tables.base import RESULTS, grouped, read_json, table, x100
+from tisa.longeval.results import compare
 from tisa.reports.markdown import markdown_table
 
 LONGEVAL = f"{RESULTS}/longeval/results.json"
@@ -19,6 +20,13 @@ LONGEVAL_8192 = f"{RESULTS}/longeval/8192/results.json"
 LONGEVAL_WINDOWS = f"{RESULTS}/longeval/windows/results.json"
 #: ... and the same at 8,192 tokens (passkey)
 LONGEVAL_WINDOWS_8192 = f"{RESULTS}/longeval/windows-8192/results.json"
+
+
+def comparisons(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """The paired comparisons of a results.json, computed again from its cells by
+    :func:`tisa.longeval.results.compare` (paired by seed), so that files written before
+    the comparisons were paired by seed are read the same way as newer ones."""
+    return compare(r["cells"], r["models"])
 
 
 def reading(c: dict[str, Any]) -> str:
@@ -64,9 +72,10 @@ def longeval_comparisons(root: Path, path: str = LONGEVAL) -> str:
     r = read_json(root, path)
     tasks = r["settings"]["tasks"]
     # a converted model read in windows too (chunk-W): a column says how it was read
-    own = sorted({c["strategy"] for c in r["comparisons"]}) != ["native"]
+    found = comparisons(r)
+    own = sorted({c["strategy"] for c in found}) != ["native"]
     rows_by: dict[tuple, list[dict[str, Any]]] = {}
-    for c in r["comparisons"]:
+    for c in found:
         same = (tasks.index(c["task"]), c["length"], c["strategy"] if own else "",
                 -c["against_acc1"], c["mean"], c["low"])
         rows_by.setdefault(same, []).append(c)
@@ -97,7 +106,8 @@ def longeval_best(root: Path, path: str = LONGEVAL) -> str:
     at each task and length (the comparisons marked best), with the corrected reading."""
     r = read_json(root, path)
     tasks = r["settings"]["tasks"]
-    best = [c for c in r["comparisons"] if c["best"] and c["length"] > min(
+    found = comparisons(r)
+    best = [c for c in found if c["best"] and c["length"] > min(
         m["positions"] or 10**9 for m in r["models"])]
     rows = []
     for c in sorted(best, key=lambda c: (tasks.index(c["task"]), c["length"])):
@@ -109,9 +119,9 @@ def longeval_best(root: Path, path: str = LONGEVAL) -> str:
         ])
     columns = ["task", "length", "best alternative", "its Acc@1", "converted Acc@1",
                "difference, 95% interval", "p (Holm)", "reading"]
-    strategies = sorted({c["against_strategy"] for c in r["comparisons"]})
+    strategies = sorted({c["against_strategy"] for c in found})
     note = (f"\n\nAlternatives: the original with {', '.join(strategies)}; Holm over all "
-            f"{len(r['comparisons'])} comparisons of the converted model.\n")
+            f"{len(found)} comparisons of the converted model; each paired by seed.\n")
     return markdown_table(columns, rows, align="lrlrrrrl") + note
 
 
@@ -182,6 +192,17 @@ for _name, _render in (("depths", longeval_depths), ("comparisons", longeval_com
 LENGTH_SCALE = f"{RESULTS}/longeval/length-scale/selection.json"
 
 
+def _pairing(rows: list[dict[str, Any]]) -> str:
+    """How a file's comparisons were paired: by seed (rows with ``cells``), or, in files
+    written before, over depth x seed cells, whose intervals are too narrow."""
+    if all("cells" in c for c in rows):
+        return "paired by seed"
+    n = max(c["n"] for c in rows)
+    return (f"paired over {n} depth x seed cells (written before comparisons were paired "
+            "by seed; the depths of a seed read the same drawn text, so these intervals are "
+            "narrower than pairing by seed gives)")
+
+
 def _variants_table(s: dict) -> str:
     """The variants of a ``tisa.longeval.variants`` selection minus the model as
     converted: per task and length, and over every held-out cell. (Its first result,
@@ -206,7 +227,7 @@ def _variants_table(s: dict) -> str:
     st, prov = s["settings"], s["provenance"]
     note = (f"\n\nHeld-out seeds {', '.join(map(str, st['seeds']))}, depths "
             f"{', '.join(f'{d:g}' for d in st['depths'])}, {st['candidates']} documents a "
-            f"cell; Holm over the {len(against)} comparisons; chosen: "
+            f"cell; Holm over the {len(against)} comparisons; {_pairing(against)}; chosen: "
             f"`{s['chosen']}`; {prov.get('cpu')}, commit `{(prov.get('commit') or '')[:12]}`, "
             f"`{prov.get('command')}`\n")
     return markdown_table(columns, rows, align="lllrrrr") + note

@@ -23,6 +23,7 @@ from tisa.doc_tables.longeval import (
     LONGEVAL_8192,
     LONGEVAL_WINDOWS,
     LONGEVAL_WINDOWS_8192,
+    comparisons,
     reading,
 )
 from tisa.glue.results import paired_comparison
@@ -49,7 +50,7 @@ def _long_inputs(root: Path) -> list[str]:
     best = []
     for path in (LONGEVAL, LONGEVAL_8192):
         r = read_json(root, path)
-        best += [c for c in r["comparisons"] if c["best"] and c["length"] >= LONG]
+        best += [c for c in comparisons(r) if c["best"] and c["length"] >= LONG]
     ahead = [c for c in best if c["p_holm"] < 0.05 and c["mean"] > 0]
     behind = [c for c in best if c["p_holm"] < 0.05 and c["mean"] < 0]
     said = "; ".join(
@@ -76,7 +77,7 @@ def _windowed(root: Path) -> list[tuple[dict[str, Any], set[str]]]:
 
 def _windows(root: Path) -> str:
     """The converted model read in windows against the best alternative of the original."""
-    found = [c for r, mine in _windowed(root) for c in r["comparisons"]
+    found = [c for r, mine in _windowed(root) for c in comparisons(r)
              if c["strategy"] != "native" and c["best"] and c["against"] not in mine
              and c["length"] >= LONG]
     said = "; ".join(

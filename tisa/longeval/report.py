@@ -159,15 +159,16 @@ def _comparison_sections(comparisons: Sequence[Mapping]) -> list[Section]:
             paragraphs=[
                 "Each model without a position table against every other model and strategy, "
                 "per task and length: the mean difference of Acc@1 over the cells both ran "
-                f"(the same depth and seed, so the same documents), its {level:.0%} t "
-                "interval, and the p-value of the paired t test after Holm's correction over "
-                "every row. (best): the alternative with the highest Acc@1 at that task and "
-                "length."
+                "(the same depth and seed, so the same documents), its "
+                f"{level:.0%} t interval and the p-value of the paired t test after Holm's "
+                "correction over every row, paired by seed (the depths of a seed read the "
+                "same drawn text, so each seed's depths are averaged first). (best): the "
+                "alternative with the highest Acc@1 at that task and length."
             ],
             tables=[
                 Table(
                     ["model", "against", "task", "length", "Acc@1", "its Acc@1",
-                     "difference", "p (Holm)", "pairs"],
+                     "difference", "p (Holm)", "seeds"],
                     rows,
                 )
             ],

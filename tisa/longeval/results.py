@@ -147,16 +147,22 @@ def compare(
     """Each model without a position table (TISA, run ``native`` and any ``chunk-W``)
     against every other (model, strategy), per task and length (a TISA model's own
     strategies once: its ``chunk-W`` against its ``native``, not the reverse): the
-    paired difference of Acc@1 over the cells both have (the same depth and seed, so the
-    same documents and queries), with a t interval and Holm's correction over every
-    comparison returned.
+    paired difference of Acc@1 by seed, with a t interval and Holm's correction over
+    every comparison returned.
+
+    The unit is the seed: each side's Acc@1 is averaged over the depths of that seed's
+    cells both sides have (the same documents and queries), and the seeds are the pairs.
+    The depths of one seed are not independent samples: they read the same drawn text,
+    names and keys with the evidence moved, so a test over depth x seed cells would
+    count one draw several times and give intervals that are too narrow.
 
     Returns one row per comparison: ``model``, ``strategy`` (its reading: ``native`` or
     ``chunk-W``), ``against`` and ``against_strategy``, ``task``, ``length``, ``acc1`` and
-    ``against_acc1`` (means over the pairs), the difference's ``mean``, ``low``, ``high``,
-    ``p``, ``p_holm``, ``n``, and ``best``: whether the alternative has the highest mean
-    Acc@1 of the other models' alternatives at that task and length (never the model's own
-    native reading). Pairs with fewer than two cells in common are left out.
+    ``against_acc1`` (means over the cells in common), the difference's ``mean``, ``low``,
+    ``high``, ``p``, ``p_holm``, ``n`` (seeds), ``cells`` (cells in common), and ``best``:
+    whether the alternative has the highest mean Acc@1 of the other models' alternatives
+    at that task and length (never the model's own native reading). Pairs with fewer than
+    two seeds in common are left out.
     """
     from tisa.stats import holm, paired_difference
 
@@ -182,10 +188,13 @@ def compare(
         best = max((v for (om, _), v in means.items() if om != model), default=None)
         for om, os_, scores in others:
             common = sorted(set(own) & set(scores))
-            if len(common) < 2:
+            seeds: dict[Any, list[tuple]] = defaultdict(list)  # (depth, seed) keys by seed
+            for key in common:
+                seeds[key[1]].append(key)
+            if len(seeds) < 2:
                 continue
-            a = [own[k] for k in common]
-            b = [scores[k] for k in common]
+            a = [_mean([own[k] for k in keys]) for keys in seeds.values()]
+            b = [_mean([scores[k] for k in keys]) for keys in seeds.values()]
             diff = paired_difference(a, b, level=level)
             rows.append(
                 {
@@ -195,9 +204,10 @@ def compare(
                     "against_strategy": os_,
                     "task": task,
                     "length": length,
-                    "acc1": sum(a) / len(a),
-                    "against_acc1": sum(b) / len(b),
+                    "acc1": _mean([own[k] for k in common]),
+                    "against_acc1": _mean([scores[k] for k in common]),
                     **diff.to_dict(),
+                    "cells": len(common),
                     "best": om != model and means[(om, os_)] == best,
                 }
             )
