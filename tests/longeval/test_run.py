@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tisa.cli import main
+from tisa.longeval import run as run_lib
 from tisa.longeval.config import LongEvalConfig
 from tisa.longeval.results import CSV_COLUMNS, compare, retrieval_scores
 from tisa.longeval.run import _cell_key, _read_cell, cell_path, load_encoder, longeval
@@ -233,6 +234,21 @@ def test_a_rerun_skips_finished_cells(tiny_bert, tmp_path, monkeypatch):
     assert _read_cell(path, _cell_key(other, facts, **where)) is None
     changed = {**facts, "fingerprint": facts["fingerprint"][::-1]}
     assert _read_cell(path, _cell_key(config, changed, **where)) is None
+    # a strategy revised since (its version) is computed again; version 1 keys as before
+    assert _read_cell(path, _cell_key(config, facts, 1, **where)) is not None
+    assert _read_cell(path, _cell_key(config, facts, 2, **where)) is None
+
+
+def test_a_text_file_is_keyed_by_its_content(tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text("one two three\n")
+    config = LongEvalConfig(models=("m",), output_dir=str(tmp_path / "out"),
+                            text_file=str(text))
+    facts = {"fingerprint": "f", "pooling": "mean"}
+    before = _cell_key(config, facts)
+    text.write_text("one two four\n")
+    run_lib._text_sha256.cache_clear()
+    assert _cell_key(config, facts) != before
 
 
 def test_a_model_changed_in_its_folder_is_evaluated_again(tiny_tisa, tmp_path, monkeypatch):

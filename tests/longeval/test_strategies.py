@@ -123,6 +123,21 @@ def test_longer_tables_are_used_and_then_restored(encoder, cls, make):
     assert emb.position_ids.shape == (1, 64)
 
 
+@pytest.mark.parametrize("name", ["interpolate", "copy"])
+def test_longer_tables_read_a_short_input_with_the_models_own_table(encoder, name):
+    """A query that fits the table reads it, also when the cell's documents are longer
+    and share the call: the longer table is for the documents only."""
+    short = " ".join(TEXT.split()[:20])
+    strategy = make_strategy(name, encoder)
+    assert strategy.version == 2  # version 1 read the query with the longer table
+    whole = _reference(encoder.model, encoder.frame(encoder.content([short])[0]))
+    mixed = strategy.embed([TEXT, short, TEXT], 256)
+    torch.testing.assert_close(mixed[1], whole)
+    torch.testing.assert_close(mixed[0], strategy.embed([TEXT], 256)[0])
+    torch.testing.assert_close(mixed[2], mixed[0])
+    torch.testing.assert_close(strategy.embed([short], 256)[0], whole)
+
+
 def test_native_runs_tisa_at_any_length_and_refuses_a_table_past_its_end(encoder, tiny_tisa):
     tisa_encoder, facts = load_encoder(tiny_tisa)
     assert facts["tisa"] and facts["positions"] is None and facts["pooling"] == "mean"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import hashlib
 import json
@@ -51,7 +52,7 @@ from tisa.longeval.results import compare, retrieval_scores, summarise, write_cs
 from tisa.longeval.strategies import Encoder, make_strategy
 from tisa.longeval.tasks import VERSION, TextSource, build_cell
 from tisa.memory import peak_memory
-from tisa.provenance import run_metadata, weights_sha256
+from tisa.provenance import run_metadata, sha256_file, weights_sha256
 
 __all__ = ["LongEvalResult", "cell_path", "load_encoder", "longeval"]
 
@@ -174,20 +175,30 @@ def _settings(config: LongEvalConfig) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
 
-def _cell_key(config: LongEvalConfig, facts: dict[str, Any], **where: Any) -> dict[str, Any]:
+@functools.lru_cache(maxsize=8)
+def _text_sha256(path: str) -> str:
+    return sha256_file(Path(path))
+
+
+def _cell_key(config: LongEvalConfig, facts: dict[str, Any], strategy_version: int = 1,
+              **where: Any) -> dict[str, Any]:
     """What a cell's result depends on: a saved cell with another key is recomputed.
 
     ``facts`` are the model's (:func:`load_encoder`): its weights and config (their
     :func:`fingerprint`) and pooling are part of the key, so a folder whose model changed
-    is evaluated again.
+    is evaluated again; so are a revised strategy (its ``version``, recorded from 2 on)
+    and the content of ``--text-file`` (its SHA-256), not only its path.
     """
+    text = config.text_file
     return where | {
         "model_fingerprint": facts["fingerprint"],
         "pooling": facts["pooling"],
         "tasks_version": VERSION,
+        **({"strategy_version": strategy_version} if strategy_version > 1 else {}),
         "candidates": config.candidates,
         "passage_tokens": config.passage_tokens,
-        "text_file": config.text_file,
+        "text_file": text,
+        **({"text_sha256": _text_sha256(text)} if text is not None else {}),
         "batch_size": config.batch_size,
     }
 
@@ -319,7 +330,7 @@ def longeval(config: LongEvalConfig, *, command: list[str] | None = None) -> Lon
                         depth=depth,
                         seed=seed,
                     )
-                    key = _cell_key(config, facts, **where)
+                    key = _cell_key(config, facts, strategy.version, **where)
                     path = cell_path(out, name, strategy.name, task, length, depth, seed)
                     saved = _read_cell(path, key)
                     if saved is None:

@@ -122,6 +122,8 @@ class Strategy:
     """
 
     name: ClassVar[str] = ""
+    #: raised when what a strategy computes changes, so saved cells are computed again
+    version: ClassVar[int] = 1
 
     def __init__(self, encoder: Encoder) -> None:
         self.encoder = encoder
@@ -259,7 +261,15 @@ def longer_table(model: nn.Module, rows: Tensor, first: int = 0) -> Iterator[Non
 
 
 class _LongerTable(Strategy):
-    """The whole document, with the position table made L rows long (:meth:`rows`)."""
+    """The whole document, with the position table made L rows long (:meth:`rows`).
+
+    Inputs that fit the model's own table (the queries) read that table: a user who
+    stretches or copies the table for long documents still has the original model for
+    what it was trained on. (Version 1 read every input of a cell with the longer table,
+    which squeezed a short query's positions under interpolation.)
+    """
+
+    version = 2
 
     def __init__(self, encoder: Encoder) -> None:
         super().__init__(encoder)
@@ -289,10 +299,18 @@ class _LongerTable(Strategy):
     def _embed(self, content, length):
         enc = self.encoder
         inputs = [enc.frame(ids) for ids in content]
-        if self._within(length):
+        long = [i for i, x in enumerate(inputs) if not self._within(len(x))]
+        if self._within(length) or not long:
             return enc.run(inputs)
         with longer_table(enc.model, self.table(length), enc.first):
-            return enc.run(inputs)
+            read = enc.run([inputs[i] for i in long])
+        short = [i for i in range(len(inputs)) if i not in set(long)]
+        if not short:
+            return read
+        out = torch.empty(len(inputs), read.shape[1], dtype=read.dtype)
+        out[long] = read
+        out[short] = enc.run([inputs[i] for i in short])
+        return out
 
 
 class Interpolate(_LongerTable):
