@@ -26,19 +26,31 @@ from tisa.longeval.results import merge_summaries
 from tisa.reports.figures import save_figure
 
 
+def _is_results(r: object) -> bool:
+    """Whether ``r`` has what the figure reads of a tisa longeval results.json."""
+    try:
+        return (all(k in r["settings"] for k in ("tasks", "candidates"))
+                and all({"model", "strategy", "task", "length", "acc1"} <= row.keys()
+                        for row in r["summary"])
+                and all({"name", "positions"} <= m.keys() for m in r["models"]))
+    except (TypeError, KeyError, AttributeError):
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("results", nargs="+", type=Path, help="results.json of tisa longeval")
     p.add_argument("--output", type=Path, required=True, help="the figure (.png)")
     args = p.parse_args(argv)
+    if args.output.is_dir():
+        p.error(f"--output: {str(args.output)!r} is a folder; name the figure file (.png)")
     results = []
     for path in args.results:
         try:
             results.append(json.loads(path.read_text()))
         except (OSError, json.JSONDecodeError) as err:
             p.error(f"results: cannot read {str(path)!r} as JSON ({err.__class__.__name__})")
-        if not (isinstance(results[-1], dict)
-                and {"settings", "summary", "models"} <= results[-1].keys()):
+        if not _is_results(results[-1]):
             p.error(f"results: {str(path)!r} is not a results.json of tisa longeval")
     summary, notes = merge_summaries(results, [str(p) for p in args.results])
     models = [m for r in results for m in r["models"]]

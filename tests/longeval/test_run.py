@@ -295,6 +295,9 @@ def _error(capsys) -> str:
         (["--strategies", "chunk-2048"], "reads at most 64 tokens and can run none of chunk-2048"),
         (["--strategies", "chunk-2"], "chunk-2: a window must hold more than the 2 special"),
         (["--depths", "1.5"], "depths: expected numbers in [0, 1], got 1.5"),
+        (["--depths", "0.1", "0.1001"], "depths: expected depths that differ in the first "
+         "three decimals, got [0.1, 0.1001]"),
+        (["--strategies", "chunk-0032", "chunk-32"], "strategies: expected distinct names"),
         (["--lengths", "8"], "lengths: 8 tokens cannot hold a needle"),
         (["--text-file", "nowhere.txt"], "text_file: no such file: 'nowhere.txt'"),
     ],
@@ -304,6 +307,18 @@ def test_bad_input_is_one_line_naming_the_argument(tiny_bert, tmp_path, capsys, 
     assert main(["longeval", tiny_bert, "--output-dir", str(out), "--no-progress", *extra]) == 2
     assert message in _error(capsys)
     assert not out.exists()  # nothing written
+
+
+def test_a_text_too_short_for_the_longest_length_fails_before_any_cell(
+        tiny_bert, tmp_path, capsys):
+    text = tmp_path / "short.txt"
+    text.write_text(" ".join(["word"] * 150) + "\n")  # enough for 96 tokens, not 4,096
+    out = tmp_path / "out"
+    argv = ["longeval", tiny_bert, "--output-dir", str(out), "--no-progress", "--tasks",
+            "needle", "--text-file", str(text), "--lengths", "96", "4096"]
+    assert main(argv) == 2
+    assert "text_file: 150 words; the needle task needs 4112" in _error(capsys)
+    assert not out.exists()
 
 
 def test_bad_models_and_folders(tiny_bert, tmp_path, capsys):

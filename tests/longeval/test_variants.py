@@ -105,6 +105,9 @@ def test_another_conversion_is_a_variant_with_its_own_weights(tiny_tisa, tmp_pat
     (plain / "config.json").write_text(json.dumps({"model_type": "bert"}))
     with pytest.raises(ValueError, match="holds no converted model"):
         variants.parse_variant(f"x=@{plain}")
+    (other / "model.safetensors").unlink()  # found before the evaluation, not after it
+    with pytest.raises(ValueError, match="holds no model.safetensors"):
+        variants.parse_variant(f"x=@{other}")
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -116,6 +119,8 @@ def test_another_conversion_is_a_variant_with_its_own_weights(tiny_tisa, tmp_pat
     ("x=attention_window=0", "attention_window"),
     ("x=depth=3", "KEY one of length_scale, attention_window, far_offset, far_slope"),
     ("=length_scale=4", "expected NAME"),
+    (".", "not '.', '..'"),
+    ("../up=length_scale=4", "nor one with a slash"),
     ("x=@", "holds no converted model"),
 ])
 def test_a_bad_variant_is_named(spec, message):
@@ -129,6 +134,10 @@ def test_needs_a_converted_model_and_the_model_as_converted(tmp_path, capsys):
     assert "holds no converted model" in capsys.readouterr().err
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text("{}")
+    with pytest.raises(SystemExit):  # config.json without weights
+        variants.main([str(tmp_path), "--variants", "a", "b=length_scale=8"])
+    assert "model/ with config.json and model.safetensors" in capsys.readouterr().err
+    (tmp_path / "model" / "model.safetensors").write_bytes(b"")
     with pytest.raises(SystemExit):
         variants.main([str(tmp_path), "--variants", "scale=length_scale=512"])
     assert "the model as converted" in capsys.readouterr().err

@@ -82,7 +82,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 #: The subcommands that may load models or data from the Hugging Face hub, and whose
 #: console :func:`tisa.console.configure` sets up.
-HUB_COMMANDS = frozenset({"demo", "analyze", "pretrain", "extrapolate", "convert", "glue"})
+HUB_COMMANDS = frozenset(
+    {"demo", "analyze", "pretrain", "extrapolate", "convert", "glue", "longeval"}
+)
 
 #: What the library raises for input it cannot use: reported as a message, not a traceback.
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, FileNotFoundError)

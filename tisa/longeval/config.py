@@ -100,6 +100,9 @@ class LongEvalConfig:
         object.__setattr__(self, "lengths", tuple(sorted(lengths)))
         for name, allowed in (("tasks", TASKS), ("strategies", (*STRATEGIES, "chunk-W"))):
             values = tuple(getattr(self, name))
+            if name == "strategies":  # one spelling of each window: chunk-0512 is chunk-512
+                values = tuple(v if chunk_window(v) is None else f"chunk-{chunk_window(v)}"
+                               for v in values)
             unknown = [v for v in values if v not in allowed and not (
                 name == "strategies" and chunk_window(v) is not None)]
             if unknown or not values or len(set(values)) != len(values):
@@ -117,6 +120,9 @@ class LongEvalConfig:
                 raise ValueError("depths: expected numbers in [0, 1], got nan")
         if not depths or len(set(depths)) != len(depths):
             raise ValueError(f"depths: expected distinct depths, got {list(depths)}")
+        if len({f"{d:.3f}" for d in depths}) != len(depths):  # cell files name depths so
+            raise ValueError(f"depths: expected depths that differ in the first three "
+                             f"decimals, got {list(depths)}")
         object.__setattr__(self, "depths", tuple(sorted(float(d) for d in depths)))
         check_int(self.candidates, "candidates", minimum=2)
         seeds = tuple(check_int(s, "seeds", minimum=0) for s in self.seeds)

@@ -290,11 +290,14 @@ def longeval(config: LongEvalConfig, *, command: list[str] | None = None) -> Lon
                     f"none of {', '.join(config.strategies)}"
                 )
             facts["strategies"] = list(names)
-            for task in config.tasks:  # a length too short for a task fails now, not later
+            # a length too short for a task, or a text too short for the longest, fails
+            # now, not hours later
+            ends = sorted({min(config.lengths), max(config.lengths)})
+            for task, length in ((t, n) for t in config.tasks for n in ends):
                 build_cell(
                     task,
                     encoder.tokenizer,
-                    length=config.lengths[0],
+                    length=length,
                     depth=config.depths[0],
                     seed=config.seeds[0],
                     candidates=config.candidates,

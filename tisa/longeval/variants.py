@@ -95,15 +95,18 @@ def parse_variant(spec: str) -> Variant:
     """``NAME``, ``NAME=@FOLDER`` or ``NAME=KEY=VALUE[,KEY=VALUE...]`` (see the module
     docstring); a ``ValueError`` names what is wrong."""
     name, _, rest = spec.partition("=")
-    if not name or "/" in name:
+    if not name or "/" in name or "\\" in name or name in (".", ".."):
         raise ValueError(
-            f"{spec!r}: expected NAME, NAME=@FOLDER or NAME=KEY=VALUE[,KEY=VALUE...]")
+            f"{spec!r}: expected NAME, NAME=@FOLDER or NAME=KEY=VALUE[,KEY=VALUE...] (a NAME "
+            "names a folder: not '.', '..', nor one with a slash)")
     if rest.startswith("@"):
         folder = Path(rest[1:])
         if not (folder / "config.json").is_file() or "tisa" not in json.loads(
                 (folder / "config.json").read_text()):
             raise ValueError(f"{spec!r}: {folder} holds no converted model (config.json "
                              "with TISA settings)")
+        if not (folder / "model.safetensors").is_file():
+            raise ValueError(f"{spec!r}: {folder} holds no model.safetensors")
         return Variant(name, folder=folder)
     changes: dict[str, Any] = {}
     for item in filter(None, rest.split(",")):
@@ -169,8 +172,9 @@ def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
     parser.add_argument("--no-progress", dest="progress", action="store_false")
     args = parser.parse_args(argv)
     model = args.convert_dir / "model"
-    if not (model / "config.json").is_file():
-        parser.error(f"convert_dir: {args.convert_dir} holds no converted model (model/)")
+    if not (model / "config.json").is_file() or not (model / "model.safetensors").is_file():
+        parser.error(f"convert_dir: {args.convert_dir} holds no converted model (model/ with "
+                     "config.json and model.safetensors)")
     try:
         chosen_variants = [parse_variant(v) for v in args.variants]
     except ValueError as err:
