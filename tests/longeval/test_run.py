@@ -78,6 +78,23 @@ def test_compare_pairs_tisa_with_every_alternative_by_seed():
     assert sorted(r["p_holm"] for r in rows) == pytest.approx([2 * small, max(2 * small, large)])
 
 
+def test_compare_pairs_cells_when_every_cell_was_drawn_on_its_own():
+    def cells(model, scores):
+        return [{"model": model, "strategy": "native" if model == "tisa" else "chunk",
+                 "task": "passkey", "length": 4096, "depth": d, "seed": s, "acc1": v}
+                for (s, v) in zip((0, 1), scores) for d in (0.0, 0.5, 1.0)]
+
+    models = [{"name": "orig", "positions": 512}, {"name": "tisa", "positions": None}]
+    both = cells("tisa", [1.0, 0.6]) + cells("orig", [0.5, 0.5])
+    (row,) = compare(both, models, unit="cell")
+    assert row["n"] == row["cells"] == 6 and row["unit"] == "cell"
+    want = paired_difference([1.0] * 3 + [0.6] * 3, [0.5] * 6)
+    assert row["low"] == pytest.approx(want.low) and row["low"] > 0
+    assert compare(both, models)[0]["unit"] == "seed"
+    with pytest.raises(ValueError, match="unit: expected seed or cell"):
+        compare(both, models, unit="depth")
+
+
 def test_compare_counts_the_depths_of_a_seed_once():
     # depths that agree within each seed but seeds that disagree: 6 cells, 2 pairs
     def cells(model, scores):
@@ -237,6 +254,9 @@ def test_a_rerun_skips_finished_cells(tiny_bert, tmp_path, monkeypatch):
     # a strategy revised since (its version) is computed again; version 1 keys as before
     assert _read_cell(path, _cell_key(config, facts, 1, **where)) is not None
     assert _read_cell(path, _cell_key(config, facts, 2, **where)) is None
+    # documents drawn per cell are other documents
+    per_cell = LongEvalConfig(**{**config.__dict__, "draw": "cell"})
+    assert _read_cell(path, _cell_key(per_cell, facts, **where)) is None
 
 
 def test_a_text_file_is_keyed_by_its_content(tmp_path):
@@ -295,6 +315,7 @@ def _error(capsys) -> str:
         (["--strategies", "chunk-2048"], "reads at most 64 tokens and can run none of chunk-2048"),
         (["--strategies", "chunk-2"], "chunk-2: a window must hold more than the 2 special"),
         (["--depths", "1.5"], "depths: expected numbers in [0, 1], got 1.5"),
+        (["--draw", "depth"], "draw: expected seed or cell, got 'depth'"),
         (["--depths", "0.1", "0.1001"], "depths: expected depths that differ in the first "
          "three decimals, got [0.1, 0.1001]"),
         (["--strategies", "chunk-0032", "chunk-32"], "strategies: expected distinct names"),

@@ -86,6 +86,24 @@ def test_cells_are_seeded_and_depth_moves_only_the_evidence(tokenizer, text):
             assert sorted(a.documents[0].split()) == sorted(d.documents[0].split())
 
 
+def test_a_cell_draw_gives_every_depth_its_own_documents(tokenizer, text):
+    for task in ("passkey", "needle", "passage"):
+        def cell(depth, draw="cell", seed=3):
+            return build_cell(task, tokenizer, length=160, depth=depth, seed=seed,
+                              candidates=3, text=text, draw=draw)
+
+        assert cell(0.5) == cell(0.5)  # still seeded
+        assert cell(0.5) != cell(0.5, "seed")  # a draw of its own, not the seed's
+        if task != "passkey":  # new text around the evidence
+            assert sorted(cell(0.5).documents[0].split()) != sorted(
+                cell(0.0).documents[0].split())
+        assert cell(0.5).queries != cell(0.0).queries or task == "passage" and (
+            cell(0.5).documents != cell(0.0).documents)
+    with pytest.raises(ValueError, match="draw: expected one of seed, cell, got 'depth'"):
+        build_cell("passkey", tokenizer, length=160, depth=0.0, seed=0, candidates=2,
+                   draw="depth")
+
+
 def test_bad_cells(tokenizer, text):
     with pytest.raises(ValueError, match="tasks: unknown task 'poem'"):
         build_cell("poem", tokenizer, length=128, depth=0.0, seed=0, candidates=2, text=text)

@@ -156,6 +156,9 @@ def test_needs_a_converted_model_and_the_model_as_converted(tmp_path, capsys):
                        "chunk", "chunk-64"])
     assert "--strategies: expected chunk-W names (e.g. chunk-2048), got ['chunk']" in (
         capsys.readouterr().err)
+    with pytest.raises(SystemExit):
+        variants.main([str(tmp_path), "--variants", "a", "b=far_slope=2", "--draw", "depth"])
+    assert "draw: expected seed or cell, got 'depth'" in capsys.readouterr().err
 
 
 def test_chunk_windows_are_scored_beside_the_whole_document(tiny_tisa, tmp_path):

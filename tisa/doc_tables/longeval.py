@@ -24,9 +24,10 @@ LONGEVAL_WINDOWS_8192 = f"{RESULTS}/longeval/windows-8192/results.json"
 
 def comparisons(r: dict[str, Any]) -> list[dict[str, Any]]:
     """The paired comparisons of a results.json, computed again from its cells by
-    :func:`tisa.longeval.results.compare` (paired by seed), so that files written before
-    the comparisons were paired by seed are read the same way as newer ones."""
-    return compare(r["cells"], r["models"])
+    :func:`tisa.longeval.results.compare` (paired by seed, or by cell for a run that drew
+    every cell on its own), so that files written before the comparisons were paired by
+    seed are read the same way as newer ones."""
+    return compare(r["cells"], r["models"], unit=r["settings"].get("draw", "seed"))
 
 
 def reading(c: dict[str, Any]) -> str:
@@ -121,7 +122,8 @@ def longeval_best(root: Path, path: str = LONGEVAL) -> str:
                "difference, 95% interval", "p (Holm)", "reading"]
     strategies = sorted({c["against_strategy"] for c in found})
     note = (f"\n\nAlternatives: the original with {', '.join(strategies)}; Holm over all "
-            f"{len(found)} comparisons of the converted model; each paired by seed.\n")
+            f"{len(found)} comparisons of the converted model; each paired by "
+            f"{r['settings'].get('draw', 'seed')}.\n")
     return markdown_table(columns, rows, align="lrlrrrrl") + note
 
 
@@ -196,7 +198,7 @@ def _pairing(rows: list[dict[str, Any]]) -> str:
     """How a file's comparisons were paired: by seed (rows with ``cells``), or, in files
     written before, over depth x seed cells, whose intervals are too narrow."""
     if all("cells" in c for c in rows):
-        return "paired by seed"
+        return f"paired by {rows[0].get('unit', 'seed')}" if rows else "no comparisons"
     n = max(c["n"] for c in rows)
     return (f"paired over {n} depth x seed cells (written before comparisons were paired "
             "by seed; the depths of a seed read the same drawn text, so these intervals are "

@@ -55,6 +55,10 @@ class LongEvalConfig:
             tokens, embedded alone and averaged as ``chunk`` does, for every model that
             reads W tokens (a TISA model, or a table of at least W rows).
         depths: where the evidence sits in the document (0: at the start, 1: at the end).
+        draw: ``seed``: one draw of documents and queries per seed, the same at every
+            depth with the evidence moved (the depths of a seed are then not independent,
+            and comparisons pair seeds); ``cell``: a draw of its own for every depth and
+            seed, so each cell is an independent sample and comparisons pair cells.
         candidates: documents per retrieval problem; each has its own query.
         seeds: one set of documents and queries per seed.
         passage_tokens: tokens of the passage task's query passage (removed from its
@@ -78,6 +82,9 @@ class LongEvalConfig:
         metadata={"cli": {"choices": None, "metavar": "STRATEGY"}},
     )
     depths: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    draw: Literal["seed", "cell"] = field(
+        default="seed", metadata={"cli": {"choices": None, "metavar": "{seed,cell}"}}
+    )
     candidates: int = 16
     seeds: tuple[int, ...] = (0, 1, 2)
     passage_tokens: int = 64
@@ -124,6 +131,8 @@ class LongEvalConfig:
             raise ValueError(f"depths: expected depths that differ in the first three "
                              f"decimals, got {list(depths)}")
         object.__setattr__(self, "depths", tuple(sorted(float(d) for d in depths)))
+        if self.draw not in ("seed", "cell"):
+            raise ValueError(f"draw: expected seed or cell, got {self.draw!r}")
         check_int(self.candidates, "candidates", minimum=2)
         seeds = tuple(check_int(s, "seeds", minimum=0) for s in self.seeds)
         if not seeds or len(set(seeds)) != len(seeds):

@@ -142,7 +142,8 @@ def merge_summaries(
 
 
 def compare(
-    cells: Sequence[dict[str, Any]], models: Sequence[dict[str, Any]], *, level: float = 0.95
+    cells: Sequence[dict[str, Any]], models: Sequence[dict[str, Any]], *, level: float = 0.95,
+    unit: str = "seed",
 ) -> list[dict[str, Any]]:
     """Each model without a position table (TISA, run ``native`` and any ``chunk-W``)
     against every other (model, strategy), per task and length (a TISA model's own
@@ -150,20 +151,25 @@ def compare(
     paired difference of Acc@1 by seed, with a t interval and Holm's correction over
     every comparison returned.
 
-    The unit is the seed: each side's Acc@1 is averaged over the depths of that seed's
-    cells both sides have (the same documents and queries), and the seeds are the pairs.
-    The depths of one seed are not independent samples: they read the same drawn text,
-    names and keys with the evidence moved, so a test over depth x seed cells would
-    count one draw several times and give intervals that are too narrow.
+    ``unit`` is what was drawn independently (``LongEvalConfig.draw``). ``"seed"``: each
+    side's Acc@1 is averaged over the depths of that seed's cells both sides have (the
+    same documents and queries), and the seeds are the pairs. The depths of one seed are
+    then not independent samples: they read the same drawn text, names and keys with the
+    evidence moved, so a test over depth x seed cells would count one draw several times
+    and give intervals that are too narrow. ``"cell"``: every depth of every seed was
+    drawn on its own, and the cells are the pairs.
 
     Returns one row per comparison: ``model``, ``strategy`` (its reading: ``native`` or
     ``chunk-W``), ``against`` and ``against_strategy``, ``task``, ``length``, ``acc1`` and
     ``against_acc1`` (means over the cells in common), the difference's ``mean``, ``low``,
-    ``high``, ``p``, ``p_holm``, ``n`` (seeds), ``cells`` (cells in common), and ``best``:
+    ``high``, ``p``, ``p_holm``, ``n`` (pairs: seeds or cells), ``cells`` (cells in
+    common), ``unit``, and ``best``:
     whether the alternative has the highest mean Acc@1 of the other models' alternatives
-    at that task and length (never the model's own native reading). Pairs with fewer than
-    two seeds in common are left out.
+    at that task and length (never the model's own native reading). Comparisons with fewer
+    than two pairs are left out.
     """
+    if unit not in ("seed", "cell"):
+        raise ValueError(f"unit: expected seed or cell, got {unit!r}")
     from tisa.stats import holm, paired_difference
 
     native = {m["name"] for m in models if m.get("positions") is None}
@@ -188,13 +194,13 @@ def compare(
         best = max((v for (om, _), v in means.items() if om != model), default=None)
         for om, os_, scores in others:
             common = sorted(set(own) & set(scores))
-            seeds: dict[Any, list[tuple]] = defaultdict(list)  # (depth, seed) keys by seed
+            pairs: dict[Any, list[tuple]] = defaultdict(list)  # (depth, seed) keys by unit
             for key in common:
-                seeds[key[1]].append(key)
-            if len(seeds) < 2:
+                pairs[key[1] if unit == "seed" else key].append(key)
+            if len(pairs) < 2:
                 continue
-            a = [_mean([own[k] for k in keys]) for keys in seeds.values()]
-            b = [_mean([scores[k] for k in keys]) for keys in seeds.values()]
+            a = [_mean([own[k] for k in keys]) for keys in pairs.values()]
+            b = [_mean([scores[k] for k in keys]) for keys in pairs.values()]
             diff = paired_difference(a, b, level=level)
             rows.append(
                 {
@@ -208,6 +214,7 @@ def compare(
                     "against_acc1": _mean([scores[k] for k in common]),
                     **diff.to_dict(),
                     "cells": len(common),
+                    "unit": unit,
                     "best": om != model and means[(om, os_)] == best,
                 }
             )

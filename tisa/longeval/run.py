@@ -194,6 +194,7 @@ def _cell_key(config: LongEvalConfig, facts: dict[str, Any], strategy_version: i
         "model_fingerprint": facts["fingerprint"],
         "pooling": facts["pooling"],
         "tasks_version": VERSION,
+        **({"draw": config.draw} if config.draw != "seed" else {}),
         **({"strategy_version": strategy_version} if strategy_version > 1 else {}),
         "candidates": config.candidates,
         "passage_tokens": config.passage_tokens,
@@ -303,6 +304,7 @@ def longeval(config: LongEvalConfig, *, command: list[str] | None = None) -> Lon
                     candidates=config.candidates,
                     text=text,
                     passage_tokens=config.passage_tokens,
+                    draw=config.draw,
                 )
             plans.append((name, encoder, facts, [make_strategy(s, encoder) for s in names]))
         out.mkdir(parents=True, exist_ok=True)
@@ -346,6 +348,7 @@ def longeval(config: LongEvalConfig, *, command: list[str] | None = None) -> Lon
                             candidates=config.candidates,
                             text=text,
                             passage_tokens=config.passage_tokens,
+                            draw=config.draw,
                         )
                         saved = {"key": key, **where, **_run_cell(strategy, encoder, cell)}
                         write_json(path, saved)
@@ -357,7 +360,8 @@ def longeval(config: LongEvalConfig, *, command: list[str] | None = None) -> Lon
             "settings": _settings(config),
             "models": [facts for _, _, facts, _ in plans],
             "summary": summarise(cells),
-            "comparisons": compare(cells, [facts for _, _, facts, _ in plans]),
+            "comparisons": compare(cells, [facts for _, _, facts, _ in plans],
+                                   unit=config.draw),
             "cells": cells,
         }
         results_file = write_json(out / "results.json", results)

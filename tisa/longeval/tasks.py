@@ -49,6 +49,8 @@ __all__ = [
 
 #: bumped when the construction changes: saved cells of another version are recomputed
 VERSION = 2
+#: how documents are drawn: once per seed (shared by its depths) or once per cell
+DRAWS = ("seed", "cell")
 #: words of unused text between two documents of the passage task (fewer where the text
 #: is short for the cell)
 MAX_GAP = 1000
@@ -295,6 +297,7 @@ def build_cell(
     candidates: int,
     text: TextSource | None = None,
     passage_tokens: int = 64,
+    draw: str = "seed",
 ) -> Cell:
     """The documents and queries of one (task, length, depth, seed).
 
@@ -304,7 +307,10 @@ def build_cell(
             tokenizer, for character offsets).
         length: L, tokens per document with the special tokens.
         depth: where the evidence sits, in [0, 1].
-        seed: the seed of everything drawn (the same for every depth).
+        seed: the seed of everything drawn.
+        draw: ``"seed"``: one draw per seed, the same documents at every depth with the
+            evidence moved; ``"cell"``: a draw of its own for each depth too, so cells
+            are independent samples.
         candidates: documents (and queries).
         text: real text (needle and passage).
         passage_tokens: the passage task's query length in tokens.
@@ -315,7 +321,10 @@ def build_cell(
     """
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError("model: tisa longeval needs a fast tokenizer (character offsets)")
-    rng = random.Random(f"{task}/{length}/{seed}")  # str seeds are stable across runs
+    if draw not in DRAWS:
+        raise ValueError(f"draw: expected one of {', '.join(DRAWS)}, got {draw!r}")
+    where = f"{task}/{length}/{seed}" + (f"/{depth:.3f}" if draw == "cell" else "")
+    rng = random.Random(where)  # str seeds are stable across runs
     if task == "passkey":
         facts = passkey_facts(rng, candidates)
         filler = FILLER.split() * (length // 4 + 1)  # more words than tokens

@@ -161,6 +161,9 @@ def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
                         help=f"the settings to compare (default: {' '.join(variants)})")
     parser.add_argument("--lengths", nargs="+", type=int, default=[2048, 4096])
     parser.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102])
+    parser.add_argument("--draw", default="seed", metavar="{seed,cell}",
+                        help="documents drawn once per seed (default) or once per cell "
+                             "(tisa longeval --draw)")
     parser.add_argument("--tasks", nargs="+", default=None,
                         help="only these tasks (default: every task of tisa longeval)")
     parser.add_argument("--strategies", nargs="+", default=list(strategies),
@@ -200,6 +203,7 @@ def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
             # every model here is a TISA model: it runs native and any chunk-W
             strategies=tuple(args.strategies) or ("truncate",),
             seeds=tuple(args.seeds),
+            draw=args.draw,
             **({"tasks": tuple(args.tasks)} if args.tasks else {}),
             threads=args.threads,
             progress=args.progress,
@@ -245,7 +249,8 @@ def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
         "against_baseline": against,
         # the weights each variant was scored with (its copy of the model folder)
         "weights_sha256": {n: sha256_file(Path(folders[n]) / "model.safetensors") for n in names},
-        "settings": {"lengths": args.lengths, "seeds": args.seeds, "tasks": list(config.tasks),
+        "settings": {"lengths": args.lengths, "seeds": args.seeds, "draw": config.draw,
+                     "tasks": list(config.tasks),
                      "depths": list(config.depths), "candidates": config.candidates},
         "provenance": run_metadata(),
     }
