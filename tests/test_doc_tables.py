@@ -130,6 +130,16 @@ def test_longeval_comparisons_name_a_converted_models_reading_in_windows(
     results["comparisons"] = [{"stale": True}]
     (tmp_path / "r.json").write_text(json.dumps(results))
     assert longeval_comparisons(tmp_path, path="r.json") == text
+    # ... and paired as the run drew its documents (settings.draw): two depths of one seed
+    two = [{**c, "depth": d, "seed": 0, "acc1": c["acc1"] + d / 100} for c in chunk[:1]
+           + native[:1] for d in (0.0, 0.5)]
+    by_cell = {**results, "cells": two, "settings": {"tasks": ["passkey"], "draw": "cell"}}
+    (tmp_path / "c.json").write_text(json.dumps(by_cell))
+    assert "| passkey | 4,096 | chunk (best) | 90.3 | 98.2 |" in longeval_comparisons(
+        tmp_path, path="c.json")  # by seed there would be one pair, no comparison
+    (tmp_path / "s.json").write_text(json.dumps({**by_cell, "settings": {"tasks": [
+        "passkey"]}}))
+    assert "chunk (best)" not in longeval_comparisons(tmp_path, path="s.json")
     # a run without windows keeps the table as it was: no reading column
     results["cells"] = native + chunk
     (tmp_path / "r.json").write_text(json.dumps(results))

@@ -24,7 +24,9 @@ def test_paired_difference_matches_scipy():
 def test_constant_differences_and_bad_input():
     assert paired_difference([1, 1], [1, 1]).p == 1.0
     same = paired_difference([1.0, 1.0, 1.0], [0.5, 0.5, 0.5])
-    assert (same.mean, same.low, same.high, same.p) == (0.5, 0.5, 0.5, 0.0)
+    # t is undefined; the sign-flip test gives 2 / 2^3, the most three pairs can show
+    assert (same.mean, same.low, same.high, same.p) == (0.5, 0.5, 0.5, 0.25)
+    assert paired_difference([0.0] * 12, [-0.1] * 12).p == pytest.approx(2 / 2**12)
     with pytest.raises(ValueError, match="equal lengths"):
         paired_difference([1, 2], [1])
     with pytest.raises(ValueError, match="at least 2"):

@@ -23,7 +23,9 @@ class PairedDifference:
         low, high: its two-sided t interval at ``level`` (equal to the mean when every
             difference is the same).
         p: two-sided p-value of the one-sample t test of mean 0 (1.0 when every difference
-            is 0, 0.0 when they are all the same non-zero value).
+            is 0; when they are all the same non-zero value, where the t statistic is
+            undefined, the exact sign-flip p-value 2 / 2^n: no test of n pairs can say
+            more, e.g. 0.25 for three).
         n: number of pairs.
         level: confidence level of the interval.
     """
@@ -59,8 +61,9 @@ def paired_difference(
     diffs = [float(x) - float(y) for x, y in zip(a, b)]
     mean = sum(diffs) / n
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-    if sd == 0.0:
-        return PairedDifference(mean, mean, mean, 1.0 if mean == 0 else 0.0, n, level)
+    if sd <= 1e-12 * max(1.0, abs(mean)):  # t undefined (rounding aside): sign-flip test
+        p = 1.0 if mean == 0 else min(1.0, 2.0 * 0.5**n)
+        return PairedDifference(mean, mean, mean, p, n, level)
     se = sd / math.sqrt(n)
     half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * se
     p = float(2 * stats.t.sf(abs(mean) / se, n - 1))

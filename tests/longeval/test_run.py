@@ -95,6 +95,21 @@ def test_compare_pairs_cells_when_every_cell_was_drawn_on_its_own():
         compare(both, models, unit="depth")
 
 
+def test_compare_means_are_over_the_pairs_when_a_seed_lacks_a_depth():
+    def cells(model, strategy, rows):
+        return [{"model": model, "strategy": strategy, "task": "passkey", "length": 4096,
+                 "depth": d, "seed": s, "acc1": v} for d, s, v in rows]
+
+    models = [{"name": "orig", "positions": 512}, {"name": "tisa", "positions": None}]
+    # seed 0 has two depths, seed 1 one: seed means 0.75 and 0.2 (cells would give 0.567)
+    tisa = cells("tisa", "native", [(0.0, 0, 1.0), (1.0, 0, 0.5), (0.0, 1, 0.2)])
+    orig = cells("orig", "chunk", [(0.0, 0, 0.5), (1.0, 0, 0.5), (0.0, 1, 0.1)])
+    (row,) = compare(tisa + orig, models)
+    assert row["acc1"] == pytest.approx(0.475) and row["against_acc1"] == pytest.approx(0.3)
+    assert row["acc1"] - row["against_acc1"] == pytest.approx(row["mean"])
+    assert row["n"] == 2 and row["cells"] == 3
+
+
 def test_compare_counts_the_depths_of_a_seed_once():
     # depths that agree within each seed but seeds that disagree: 6 cells, 2 pairs
     def cells(model, scores):
@@ -252,6 +267,10 @@ def test_a_rerun_skips_finished_cells(tiny_bert, tmp_path, monkeypatch):
     changed = {**facts, "fingerprint": facts["fingerprint"][::-1]}
     assert _read_cell(path, _cell_key(config, changed, **where)) is None
     # a strategy revised since (its version) is computed again; version 1 keys as before
+    # (the fields of a key written before versions, draws and text digests were added)
+    assert set(_cell_key(config, facts, 1, **where)) == {
+        *where, "model_fingerprint", "pooling", "tasks_version", "candidates",
+        "passage_tokens", "text_file", "batch_size"}
     assert _read_cell(path, _cell_key(config, facts, 1, **where)) is not None
     assert _read_cell(path, _cell_key(config, facts, 2, **where)) is None
     # documents drawn per cell are other documents

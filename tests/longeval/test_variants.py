@@ -167,7 +167,7 @@ def test_chunk_windows_are_scored_beside_the_whole_document(tiny_tisa, tmp_path)
     out = tmp_path / "out"
     argv = [str(convert_dir), "--output-dir", str(out), "--lengths", "96", "--seeds", "7",
             "8", "--tasks", "passkey", "--variants", "plain", "scale-64=length_scale=64",
-            "--strategies", "chunk-40", "--threads", "1", "--no-progress"]
+            "--strategies", "chunk-040", "--threads", "1", "--no-progress"]  # = chunk-40
     assert variants.main(argv) == 0
     selection = json.loads((out / "selection.json").read_text())
     names = ["plain", "plain+chunk-40", "scale-64", "scale-64+chunk-40"]

@@ -139,6 +139,7 @@ def _comparison_sections(comparisons: Sequence[Mapping]) -> list[Section]:
     if not comparisons:
         return []
     level = comparisons[0]["level"]
+    unit = comparisons[0].get("unit", "seed")
     rows = [
         [
             label(r["model"], r["strategy"]),
@@ -161,14 +162,15 @@ def _comparison_sections(comparisons: Sequence[Mapping]) -> list[Section]:
                 "per task and length: the mean difference of Acc@1 over the cells both ran "
                 "(the same depth and seed, so the same documents), its "
                 f"{level:.0%} t interval and the p-value of the paired t test after Holm's "
-                "correction over every row, paired by seed (the depths of a seed read the "
-                "same drawn text, so each seed's depths are averaged first). (best): the "
-                "alternative with the highest Acc@1 at that task and length."
+                f"correction over every row, paired by {unit} ("
+                + ("the depths of a seed read the same drawn text, so each seed's depths are "
+                   "averaged first" if unit == "seed" else "every cell was drawn on its own")
+                + "). (best): the alternative with the highest Acc@1 at that task and length."
             ],
             tables=[
                 Table(
                     ["model", "against", "task", "length", "Acc@1", "its Acc@1",
-                     "difference", "p (Holm)", "seeds"],
+                     "difference", "p (Holm)", f"{unit}s"],
                     rows,
                 )
             ],

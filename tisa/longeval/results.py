@@ -161,7 +161,8 @@ def compare(
 
     Returns one row per comparison: ``model``, ``strategy`` (its reading: ``native`` or
     ``chunk-W``), ``against`` and ``against_strategy``, ``task``, ``length``, ``acc1`` and
-    ``against_acc1`` (means over the cells in common), the difference's ``mean``, ``low``,
+    ``against_acc1`` (means over the pairs, so that their difference is ``mean``), the
+    difference's ``mean``, ``low``,
     ``high``, ``p``, ``p_holm``, ``n`` (pairs: seeds or cells), ``cells`` (cells in
     common), ``unit``, and ``best``:
     whether the alternative has the highest mean Acc@1 of the other models' alternatives
@@ -202,6 +203,7 @@ def compare(
             a = [_mean([own[k] for k in keys]) for keys in pairs.values()]
             b = [_mean([scores[k] for k in keys]) for keys in pairs.values()]
             diff = paired_difference(a, b, level=level)
+            unbalanced = len({len(keys) for keys in pairs.values()}) > 1
             rows.append(
                 {
                     "model": model,
@@ -210,8 +212,11 @@ def compare(
                     "against_strategy": os_,
                     "task": task,
                     "length": length,
-                    "acc1": _mean([own[k] for k in common]),
-                    "against_acc1": _mean([scores[k] for k in common]),
+                    # over the pairs, as the difference is: with the same number of cells
+                    # in every pair that is the mean over the cells, computed as the
+                    # summary computes it (so both tables round alike)
+                    "acc1": _mean(a if unbalanced else [own[k] for k in common]),
+                    "against_acc1": _mean(b if unbalanced else [scores[k] for k in common]),
                     **diff.to_dict(),
                     "cells": len(common),
                     "unit": unit,

@@ -189,6 +189,8 @@ def main(argv: list[str] | None = None, *, variants: Sequence[str] = (),
     windows = [s for s in args.strategies if chunk_window(s) is None]
     if windows:
         parser.error(f"--strategies: expected chunk-W names (e.g. chunk-2048), got {windows}")
+    # one spelling, as tisa longeval names them: chunk-0040 is chunk-40
+    args.strategies = [f"chunk-{chunk_window(s)}" for s in args.strategies]
     if len(baselines) != 1 or len(chosen_variants) + len(args.strategies) < 2:
         parser.error("--variants: give the model as converted (a NAME without settings) "
                      "once, and at least one variant or chunk-W strategy to compare with it")
