@@ -18,7 +18,10 @@ seed, steps, batch, tokenizer, data order and masks (``tisa pretrain``; a finish
 reused, an interrupted one resumed), then is scored at ``--lengths`` on the Penn Treebank
 test set with the same masks (``tisa extrapolate``). ``--eval-variants
 LABEL=RUN:KEY=VALUE:...`` adds evaluations of a trained run with changed scoring options
-(``tisa-far127=tisa:far_offset=127``: the far-field ramp, no retraining).
+(``tisa-far127=tisa:far_offset=127``: the far-field ramp, no retraining). ``--stride S``
+(causal LMs: sliding windows) and ``--context-curve C ...`` score as ``tisa extrapolate``
+does; each run's context curve and its slope past the training length (nats per doubling)
+go in its summary entry (``context_curve``, ``context_slope``).
 
 Outputs: ``summary.md`` / ``summary.json`` (validation loss, test loss at each length and
 its rise over the training length, tokens/s against the absolute run, positional
@@ -52,6 +55,15 @@ default the runs of the baseline schemes), paired by seed, with Holm's correctio
 
     python experiments/position_schemes.py --output-dir runs/ps-protocol --seeds 0 1 2 \
         --positions alibi fire kerple_log rbf_linear=rbf_linear:tisa_learning_rate=1e-1
+
+Work in units, ``--units-dir DIR`` (with ``--seeds``): each run at each seed is finished on
+its own, trained and then scored alone on the test set (the masks are per token, so a run
+scores the same alone as beside others), and its summary entry is written to
+``DIR/seed-S/LABEL.json`` with the settings that produced it. A unit file that is there
+is read instead of training again, so a protocol longer than one sitting can be carried
+on from its unit files alone (no model folders): commit them, and the same command later
+does only the units still missing; ``seeds.json`` / ``seeds.md`` are written once every
+unit is there. A unit file made with other settings stops the run with one line.
 """
 
 from __future__ import annotations
@@ -119,12 +131,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--tisa-learning-rate", type=float, default=None)
     parser.add_argument(
+        "--stride", type=int, default=None,
+        help="causal LMs: sliding-window test scoring with this stride (tisa extrapolate "
+        "--stride; default: non-overlapping blocks)")
+    parser.add_argument(
+        "--context-curve", type=int, nargs="+", default=[], metavar="C",
+        help="also score the context curve at these window lengths (tisa extrapolate "
+        "--context-curve): each run's losses and slope per doubling past its training length")
+    parser.add_argument(
         "--bf16",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="bfloat16 autocast (default: where the machine computes it natively)",
     )
     parser.add_argument("--train-only", action="store_true")
+    parser.add_argument(
+        "--units-dir",
+        type=Path,
+        default=None,
+        help="with --seeds: finish each run at each seed as a unit and keep its summary in "
+        "DIR/seed-S/LABEL.json; units there are read, not trained again",
+    )
     parser.add_argument(
         "--positional-lr-sweep",
         type=float,
@@ -150,6 +177,14 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             raise SystemExit(str(err)) from err
 
+    from tisa.pretrain.config import ExtrapolateConfig
+
+    try:  # the scoring settings are checked now, not after hours of training
+        ExtrapolateConfig(runs=("-",), lengths=tuple(args.lengths), max_tokens=args.max_tokens,
+                          stride=args.stride, context_curve=tuple(args.context_curve))
+    except ValueError as err:
+        raise SystemExit(f"--lengths / --max-tokens / --stride / --context-curve: {err}") from err
+
     if args.seeds is not None:
         if len(set(args.seeds)) != len(args.seeds) or len(args.seeds) < 2:
             raise SystemExit(f"--seeds: at least two distinct seeds, got {args.seeds}")
@@ -157,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("--seeds: choose the rates with one --seed first "
                              "(--positional-lr-sweep), then train the chosen specs with --seeds")
         return _over_seeds(specs, args)
+    if args.units_dir is not None:
+        raise SystemExit("--units-dir: only with --seeds")
     if args.baselines is not None:
         raise SystemExit("--baselines: only with --seeds")
     runs = _train(specs, args)
@@ -248,7 +285,11 @@ def _over_seeds(specs: list, args: argparse.Namespace) -> int:
         raise SystemExit(f"--baselines: {unknown} not among the --positions labels {labels}")
     per_seed: dict[int, dict[str, dict]] = {}
     root = args.output_dir
-    for seed in args.seeds:
+    if args.units_dir is not None:
+        per_seed = _units(specs, args)
+        if per_seed is None:  # --train-only, or units still to come
+            return 0
+    for seed in args.seeds if args.units_dir is None else ():
         sub = argparse.Namespace(**vars(args))
         sub.seed, sub.output_dir = seed, root / f"seed-{seed}"
         runs = _train(specs, sub)
@@ -262,6 +303,8 @@ def _over_seeds(specs: list, args: argparse.Namespace) -> int:
         return 0
     result = seed_comparison(per_seed, args.lengths, baselines)
     settings = vars(args) | {"output_dir": shown(root)}
+    if args.units_dir is not None:
+        settings["units_dir"] = shown(args.units_dir)
     write_json(root / "seeds.json", {**result, "baselines": baselines, "settings": settings,
                                      "provenance": run_metadata()})
     md = seed_markdown(result, args.lengths)
@@ -270,10 +313,90 @@ def _over_seeds(specs: list, args: argparse.Namespace) -> int:
     return 0
 
 
+def _unit_settings(spec, args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    """What a unit's result depends on: a unit file with other settings is not reused."""
+    keys = ("arch", "size", "seq_len", "max_steps", "batch_size", "save_steps", "lengths",
+            "max_tokens", "tisa_learning_rate", "bf16", "stride", "context_curve")
+    return {"label": spec.label, "position": spec.position,
+            "settings": {k: list(v) if isinstance(v, tuple) else v
+                         for k, v in spec.settings.items()},
+            "scoring_options": list(spec.scoring_options), "seed": seed,
+            **{k: getattr(args, k) for k in keys}}
+
+
+def _unit_run(unit: dict[str, Any]) -> dict[str, Any]:
+    """A unit file's summary entry, its test losses and context curve keyed by length
+    again (JSON keeps object keys as strings)."""
+    run = dict(unit["run"])
+    for key in ("test_loss", "context_curve"):
+        if run.get(key) is not None:
+            run[key] = {int(n): v for n, v in run[key].items()}
+    return run
+
+
+def _units(specs: list, args: argparse.Namespace) -> dict[int, dict[str, dict]] | None:
+    """``--units-dir``: each (seed, run) trained and scored alone, its summary entry kept
+    in ``DIR/seed-S/LABEL.json`` (variants of ``--eval-variants`` in their own files, from
+    their run's unit); returns ``{seed: {label: entry}}`` once every unit is there, else
+    None."""
+    from tisa.files import write_json
+    from tisa.provenance import run_metadata
+
+    variants: dict[str, list[str]] = {}
+    for text in args.eval_variants:
+        label, _, rest = text.partition("=")
+        variants.setdefault(rest.split(":")[0], []).append(label)
+    per_seed: dict[int, dict[str, dict]] = {}
+    for seed in args.seeds:
+        sub = argparse.Namespace(**vars(args))
+        sub.seed, sub.output_dir = seed, args.output_dir / f"seed-{seed}"
+        for spec in specs:
+            want = _unit_settings(spec, args, seed)
+            files = {label: args.units_dir / f"seed-{seed}" / f"{label}.json"
+                     for label in (spec.label, *variants.get(spec.label, ()))}
+            found = {}
+            for label, path in files.items():
+                if path.is_file():
+                    unit = json.loads(path.read_text())
+                    if unit.get("unit") != want:
+                        raise SystemExit(f"--units-dir: {path} holds a unit made with other "
+                                         "settings; use another folder for these")
+                    found[label] = _unit_run(unit)
+            if len(found) < len(files):
+                print(f"== unit seed {seed} / {spec.label}: training and scoring", flush=True)
+                runs = _train([spec], sub)
+                if args.train_only:
+                    continue
+                one = argparse.Namespace(**vars(sub))
+                one.output_dir = sub.output_dir / f"units-{spec.label}"
+                one.eval_variants = [v for v in args.eval_variants
+                                     if v.partition("=")[0] in files]
+                summary = _summarise(runs, one)
+                for label, path in files.items():
+                    write_json(path, {"unit": want, "run": summary["runs"][label],
+                                      "provenance": run_metadata()})
+                    found[label] = _unit_run(json.loads(path.read_text()))  # as saved
+            else:
+                print(f"== unit seed {seed} / {spec.label}: read from {files[spec.label]}")
+            per_seed.setdefault(seed, {})[spec.label] = found[spec.label]
+    missing = [(seed, s.label) for seed in args.seeds for s in specs
+               if s.label not in per_seed.get(seed, {})]
+    return None if args.train_only or missing else per_seed
+
+
 # ------------------------------------------------------------------ positional lr sweep
 
 
 # ----------------------------------------------------------------------------- summary
+
+
+def _context(results, label: str) -> dict[str, Any]:
+    """A run's context curve (``{context: loss}``) and its slope past the training length,
+    where the curve was scored."""
+    if not results.context_rows:
+        return {}
+    return {"context_curve": dict(results.context_points(label)),
+            "context_slope": results.context_slopes()[label]}
 
 
 def _summarise(runs: dict[str, Path], args: argparse.Namespace) -> dict[str, Any]:
@@ -281,13 +404,16 @@ def _summarise(runs: dict[str, Path], args: argparse.Namespace) -> dict[str, Any
     from tisa.files import read_jsonl
     from tisa.pretrain.extrapolation import extrapolate
 
+    scoring = dict(max_tokens=args.max_tokens, stride=args.stride,
+                   context_curve=tuple(args.context_curve))
     results = extrapolate(
         list(runs.values()),
         args.lengths,
-        max_tokens=args.max_tokens,
         output_dir=args.output_dir / "extrapolation",
+        **scoring,
     )
     test_loss = {label: losses(results, label, args.lengths) for label in runs}
+    context = {label: _context(results, label) for label in runs}
     variants: dict[str, dict[str, Any]] = {}
     for text in args.eval_variants:
         label, _, rest = text.partition("=")
@@ -299,11 +425,12 @@ def _summarise(runs: dict[str, Path], args: argparse.Namespace) -> dict[str, Any
             [runs[base]],
             args.lengths,
             scoring_options=tuple(options),
-            max_tokens=args.max_tokens,
             output_dir=args.output_dir / f"extrapolation-{label}",
+            **scoring,
         )
         variants[label] = {"run": base, "scoring_options": options}
         test_loss[label] = losses(out, runs[base].name, args.lengths)
+        context[label] = _context(out, runs[base].name)
 
     summary: dict[str, Any] = {
         "settings": vars(args) | {"output_dir": shown(args.output_dir)},
@@ -332,11 +459,13 @@ def _summarise(runs: dict[str, Path], args: argparse.Namespace) -> dict[str, Any
             "num_parameters": facts["num_parameters"],
             "scoring_movement": done.get("scoring_movement"),
             "test_loss": test_loss[label],
+            **context[label],
         }
     for label, variant in variants.items():
         base = summary["runs"][variant["run"]]
         summary["runs"][label] = dict(
-            base, test_loss=test_loss[label], variant_of=variant["run"], validation_curve=None
+            base, test_loss=test_loss[label], variant_of=variant["run"], validation_curve=None,
+            **context[label],
         )
     summary["targets"] = targets(summary["runs"], args.lengths)
     absolute = runs.get("absolute")

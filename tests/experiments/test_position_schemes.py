@@ -218,3 +218,63 @@ def test_seeds_smoke_run(tmp_path, monkeypatch):
     bad = subprocess.run([sys.executable, str(SCRIPT), *argv[:-3], "--baselines", "t5",
                           "--positions", "alibi", "rbf_linear"], env=env, capture_output=True)
     assert bad.returncode != 0 and b"--baselines: ['t5'] not among" in bad.stderr
+
+
+@pytest.mark.slow
+def test_units_carry_a_protocol_over_without_its_run_folders(tmp_path, monkeypatch):
+    monkeypatch.setenv("TISA_CACHE_DIR", str(tmp_path / "cache"))
+    env = dict(os.environ, PYTHONPATH=str(SCRIPT.parents[1]), TISA_CACHE_DIR=str(
+        tmp_path / "cache"))
+    common = ["--size", "tiny", "--max-steps", "2", "--save-steps", "2", "--seq-len", "16",
+              "--batch-size", "4", "--lengths", "16", "32", "--max-tokens", "256",
+              "--eval-variants", "--context-curve", "40", "64", "--seeds", "0", "1",
+              "--positions", "alibi", "rbf_linear"]
+
+    def run(*extra):
+        return subprocess.run([sys.executable, str(SCRIPT), *common, *extra], env=env,
+                              capture_output=True, text=True)
+
+    units = tmp_path / "units"
+    first = run("--output-dir", str(tmp_path / "a"), "--units-dir", str(units))
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert sorted(p.name for p in (units / "seed-1").iterdir()) == ["alibi.json",
+                                                                      "rbf_linear.json"]
+    # each run scored alone scores what it scores beside the others
+    together = run("--output-dir", str(tmp_path / "b"))
+    assert together.returncode == 0, together.stderr[-2000:]
+    beside = json.loads((tmp_path / "b" / "seed-1" / "summary.json").read_text())["runs"]
+    alone = json.loads((units / "seed-1" / "rbf_linear.json").read_text())["run"]
+    assert alone["test_loss"] == beside["rbf_linear"]["test_loss"]  # both as JSON keeps them
+    assert alone["context_curve"] == beside["rbf_linear"]["context_curve"]
+    assert set(alone["context_curve"]) == {"40", "64"} and "context_slope" in alone
+    # the units alone, no run folders: nothing is trained, the comparison is the same
+    again = run("--output-dir", str(tmp_path / "c"), "--units-dir", str(units))
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "training" not in again.stdout and not (tmp_path / "c" / "seed-0").exists()
+    kept = json.loads((tmp_path / "c" / "seeds.json").read_text())["comparisons"]
+    assert kept == json.loads((tmp_path / "a" / "seeds.json").read_text())["comparisons"]
+    # a unit made with other settings is refused, with one line
+    other = subprocess.run([sys.executable, str(SCRIPT), *common[:2], "--max-steps", "4",
+                            *common[4:], "--output-dir", str(tmp_path / "d"), "--units-dir",
+                            str(units)], env=env, capture_output=True, text=True)
+    assert other.returncode != 0 and "holds a unit made with other settings" in other.stderr
+    assert "Traceback" not in other.stderr
+
+
+def test_units_need_seeds_and_scoring_settings_are_checked_first(tmp_path):
+    with pytest.raises(SystemExit, match="--units-dir: only with --seeds"):
+        _script().main(["--units-dir", str(tmp_path), "--output-dir", str(tmp_path / "o")])
+    with pytest.raises(SystemExit, match="context_curve must be an integer >= 35, got 8"):
+        _script().main(["--context-curve", "8", "--output-dir", str(tmp_path / "o")])
+    with pytest.raises(SystemExit, match=r"stride \(200\) must not exceed"):
+        _script().main(["--stride", "200", "--output-dir", str(tmp_path / "o")])
+    assert not (tmp_path / "o").exists()  # nothing trained
+
+
+def _script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("position_schemes", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
