@@ -185,3 +185,29 @@ def test_the_targets_table_names_every_windowed_run_it_reads() -> None:
     from tisa.doc_tables.targets import WINDOWED
 
     assert set(WINDOWED) <= set(TABLES["convert-targets"].sources)
+
+
+def test_conversion_against_pairs_other_files_by_seed_on_their_common_cells(
+        tmp_path: Path) -> None:
+    from tisa.doc_tables.longeval import conversion_against
+
+    def run(name, per_seed, length=4096, strategy="native", tisa=True):
+        cells = [{"model": name, "strategy": strategy, "task": "passkey", "length": length,
+                  "depth": d, "seed": seed, "acc1": acc + d / 10}
+                 for seed, acc in enumerate(per_seed) for d in (0.0, 0.5)]
+        return {"models": [{"name": name, "tisa": tisa}], "cells": cells}
+
+    (tmp_path / "v.json").write_text(json.dumps(run("v", [0.9, 0.8, 0.85])))
+    default = run("d", [0.8, 0.8, 0.8])
+    default["cells"] += run("d", [0.1, 0.1, 0.1], length=2048)["cells"]  # not in v.json
+    chunked = run("o", [0.9, 0.8, 0.85], strategy="chunk", tisa=False)
+    chunked["cells"] += run("o", [0.0, 0.0, 0.0])["cells"]  # the original read otherwise
+    (tmp_path / "d.json").write_text(json.dumps(default))
+    (tmp_path / "o.json").write_text(json.dumps(chunked))
+    text = conversion_against(tmp_path, "v.json", [("default", "d.json", True, "native"),
+                                                    ("chunk", "o.json", False, "chunk")])
+    rows = [line for line in text.splitlines()[2:] if line]
+    # 4,096 only; the variant's seed means 0.925, 0.825, 0.875 against 0.825 each; Holm
+    # over the two rows (the chunk row has no spread: sign-flip p 0.25 for three seeds)
+    assert rows == ["| passkey | 4,096 | default | 87.5 | 82.5 | +5.0 [-7.4, +17.4] | 0.45 | 3 |",
+                    "| passkey | 4,096 | chunk | 87.5 | 87.5 | +0.0 [+0.0, +0.0] | 1 | 3 |"]

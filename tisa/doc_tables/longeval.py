@@ -10,6 +10,7 @@ from typing import Any
 from tisa.doc_tables.base import RESULTS, grouped, read_json, table, x100
 from tisa.longeval.results import compare
 from tisa.reports.markdown import markdown_table
+from tisa.stats import holm, paired_difference
 
 LONGEVAL = f"{RESULTS}/longeval/results.json"
 #: the second encoder (paraphrase-MiniLM-L3-v2) and its conversion
@@ -297,3 +298,64 @@ def longeval_chunk_windows(root: Path) -> str:
     """The converted model read in windows of W tokens (``chunk-W``) minus the whole
     document, on the held-out seeds of ``experiments/chunk_windows.py``, and the choice."""
     return _variants_table(read_json(root, CHUNK_WINDOWS))
+
+
+#: the conversion chosen on held-out long documents (--content-offsets 16 --long-weight 1
+#: --long-every 3), its whole document against chunking the original on the reported seeds
+LONGEVAL_CLIP_COMB = f"{RESULTS}/longeval/clip-comb/results.json"
+
+table("longeval-clip-comb-depths", LONGEVAL_CLIP_COMB)(
+    functools.partial(longeval_depths, path=LONGEVAL_CLIP_COMB))
+
+
+def _by_seed(r: dict[str, Any], *, tisa: bool,
+             strategy: str) -> dict[tuple[str, int], dict[int, list[float]]]:
+    """Acc@1 per (task, length), by seed, of the converted model (``tisa``) or the
+    original read with ``strategy``."""
+    mine = {m["name"] for m in r["models"] if bool(m.get("tisa")) == tisa}
+    out: dict[tuple[str, int], dict[int, list[float]]] = {}
+    for c in r["cells"]:
+        if c["model"] in mine and c["strategy"] == strategy:
+            out.setdefault((c["task"], c["length"]), {}).setdefault(c["seed"], []).append(
+                c["acc1"])
+    return out
+
+
+def conversion_against(root: Path, variant_path: str,
+                       others: list[tuple[str, str, bool, str]]) -> str:
+    """A conversion read whole (the converted model of ``variant_path``) against readings
+    in other results files of the same cells (the same tasks, lengths, depths and seeds,
+    so the same documents): each ``(label, path, tisa, strategy)`` on the tasks and
+    lengths both have, the conversion minus it, paired by seed (each seed's depths
+    averaged), Holm over every row."""
+    variant = _by_seed(read_json(root, variant_path), tisa=True, strategy="native")
+    rows = []
+    for label, path, tisa, strategy in others:
+        other = _by_seed(read_json(root, path), tisa=tisa, strategy=strategy)
+        for key in sorted(set(variant) & set(other), key=lambda k: (k[1], k[0])):
+            seeds = sorted(set(variant[key]) & set(other[key]))
+            a = [statistics.fmean(variant[key][s]) for s in seeds]
+            b = [statistics.fmean(other[key][s]) for s in seeds]
+            rows.append((label, key, a, b, paired_difference(a, b)))
+    adjusted = holm([d.p for *_, d in rows])
+    out = []
+    for (label, (task, length), a, b, d), p in zip(rows, adjusted, strict=True):
+        mean = 0.0 if abs(d.mean) < 5e-4 else d.mean  # no "-0.0" for a rounding residue
+        out.append([task, grouped(length), label, x100(statistics.fmean(a), 1),
+                    x100(statistics.fmean(b), 1),
+                    f"{100 * mean:+.1f} [{100 * d.low:+.1f}, {100 * d.high:+.1f}]",
+                    f"{p:.2g}", str(d.n)])
+    columns = ["task", "length", "against", "chosen conversion, whole", "its Acc@1",
+               "difference, 95% interval", "p (Holm)", "seeds"]
+    return markdown_table(columns, out, align="lrlrrrrr")
+
+
+@table("longeval-clip-comb-against", LONGEVAL_CLIP_COMB, LONGEVAL, LONGEVAL_WINDOWS)
+def longeval_clip_comb_against(root: Path) -> str:
+    """The chosen conversion read whole against chunking the original (the main run's
+    cells) and against the default conversion read whole (its AMD weights, the windows
+    run's cells, 4,096 tokens), on the reported seeds."""
+    return conversion_against(root, LONGEVAL_CLIP_COMB, [
+        ("original, chunk", LONGEVAL, False, "chunk"),
+        ("default conversion, whole", LONGEVAL_WINDOWS, True, "native"),
+    ])
