@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "flex_gpu.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def flex_gpu():
-    spec = importlib.util.spec_from_file_location("flex_gpu", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/flex_gpu.py")
 
 
 def test_arguments_are_checked(flex_gpu, capsys):

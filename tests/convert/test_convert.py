@@ -255,13 +255,9 @@ def test_positional_scale_compares_the_models_term_with_tisas(converted, tmp_pat
 
 
 def _script(name: str):
-    import importlib.util
+    from tests.scripts import load_script
 
-    script = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"benchmarks/{name}.py")
 
 
 @pytest.mark.skipif(not GLUE_DIR.is_dir(), reason="needs the GLUE data beside the repository")

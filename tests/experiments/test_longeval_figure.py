@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "longeval_figure.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def figure():
-    spec = importlib.util.spec_from_file_location("longeval_figure", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("experiments/longeval_figure.py")
 
 
 RESULTS = {

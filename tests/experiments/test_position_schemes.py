@@ -272,9 +272,6 @@ def test_units_need_seeds_and_scoring_settings_are_checked_first(tmp_path):
 
 
 def _script():
-    import importlib.util
+    from tests.scripts import load_script
 
-    spec = importlib.util.spec_from_file_location("position_schemes", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("experiments/position_schemes.py")
