@@ -344,8 +344,8 @@ def _units(specs: list, args: argparse.Namespace) -> dict[int, dict[str, dict]] 
 
     variants: dict[str, list[str]] = {}
     for text in args.eval_variants:
-        label, _, rest = text.partition("=")
-        variants.setdefault(rest.split(":")[0], []).append(label)
+        label, base, _ = _variant(text)
+        variants.setdefault(base, []).append(label)
     per_seed: dict[int, dict[str, dict]] = {}
     for seed in args.seeds:
         sub = argparse.Namespace(**vars(args))
@@ -390,6 +390,13 @@ def _units(specs: list, args: argparse.Namespace) -> dict[int, dict[str, dict]] 
 # ----------------------------------------------------------------------------- summary
 
 
+def _variant(text: str) -> tuple[str, str, list[str]]:
+    """``LABEL=RUN:KEY=VALUE:...`` of ``--eval-variants`` as (label, run, options)."""
+    label, _, rest = text.partition("=")
+    base, *options = rest.split(":")
+    return label, base, options
+
+
 def _context(results, label: str) -> dict[str, Any]:
     """A run's context curve (``{context: loss}``) and its slope past the training length,
     where the curve was scored."""
@@ -416,8 +423,7 @@ def _summarise(runs: dict[str, Path], args: argparse.Namespace) -> dict[str, Any
     context = {label: _context(results, label) for label in runs}
     variants: dict[str, dict[str, Any]] = {}
     for text in args.eval_variants:
-        label, _, rest = text.partition("=")
-        base, *options = rest.split(":")
+        label, base, options = _variant(text)
         if base not in runs:
             print(f"== variant {label}: run {base!r} is not in --positions, skipped")
             continue

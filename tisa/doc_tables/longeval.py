@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tisa.doc_tables.base import RESULTS, grouped, read_json, table, x100
-from tisa.longeval.results import compare
+from tisa.longeval.results import compare, paired_units
 from tisa.reports.markdown import markdown_table
 from tisa.stats import holm, paired_difference
 
@@ -308,16 +308,15 @@ table("longeval-clip-comb-depths", LONGEVAL_CLIP_COMB)(
     functools.partial(longeval_depths, path=LONGEVAL_CLIP_COMB))
 
 
-def _by_seed(r: dict[str, Any], *, tisa: bool,
-             strategy: str) -> dict[tuple[str, int], dict[int, list[float]]]:
-    """Acc@1 per (task, length), by seed, of the converted model (``tisa``) or the
-    original read with ``strategy``."""
+def _cells(r: dict[str, Any], *, tisa: bool,
+           strategy: str) -> dict[tuple[str, int], dict[tuple[float, int], float]]:
+    """Acc@1 per (task, length), by (depth, seed), of the converted model (``tisa``) or
+    the original read with ``strategy``."""
     mine = {m["name"] for m in r["models"] if bool(m.get("tisa")) == tisa}
-    out: dict[tuple[str, int], dict[int, list[float]]] = {}
+    out: dict[tuple[str, int], dict[tuple[float, int], float]] = {}
     for c in r["cells"]:
         if c["model"] in mine and c["strategy"] == strategy:
-            out.setdefault((c["task"], c["length"]), {}).setdefault(c["seed"], []).append(
-                c["acc1"])
+            out.setdefault((c["task"], c["length"]), {})[(c["depth"], c["seed"])] = c["acc1"]
     return out
 
 
@@ -328,14 +327,12 @@ def conversion_against(root: Path, variant_path: str,
     so the same documents): each ``(label, path, tisa, strategy)`` on the tasks and
     lengths both have, the conversion minus it, paired by seed (each seed's depths
     averaged), Holm over every row."""
-    variant = _by_seed(read_json(root, variant_path), tisa=True, strategy="native")
+    variant = _cells(read_json(root, variant_path), tisa=True, strategy="native")
     rows = []
     for label, path, tisa, strategy in others:
-        other = _by_seed(read_json(root, path), tisa=tisa, strategy=strategy)
+        other = _cells(read_json(root, path), tisa=tisa, strategy=strategy)
         for key in sorted(set(variant) & set(other), key=lambda k: (k[1], k[0])):
-            seeds = sorted(set(variant[key]) & set(other[key]))
-            a = [statistics.fmean(variant[key][s]) for s in seeds]
-            b = [statistics.fmean(other[key][s]) for s in seeds]
+            a, b, _ = paired_units(variant[key], other[key], "seed")
             rows.append((label, key, a, b, paired_difference(a, b)))
     adjusted = holm([d.p for *_, d in rows])
     out = []

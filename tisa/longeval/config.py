@@ -10,10 +10,12 @@ from typing import Literal
 
 from tisa._validate import check_int
 
-__all__ = ["STRATEGIES", "TASKS", "LongEvalConfig", "chunk_window"]
+__all__ = ["DRAWS", "STRATEGIES", "TASKS", "LongEvalConfig", "chunk_window"]
 
 #: the retrieval tasks (see :mod:`tisa.longeval.tasks`)
 TASKS = ("passkey", "needle", "passage")
+#: how documents are drawn: once per seed (shared by its depths) or once per cell
+DRAWS = ("seed", "cell")
 #: ways to run a model with a position table on inputs longer than it (see
 #: :mod:`tisa.longeval.strategies`); a model without one (TISA) runs ``native``
 STRATEGIES = ("truncate", "chunk", "interpolate", "copy", "context-extension")
@@ -131,8 +133,8 @@ class LongEvalConfig:
             raise ValueError(f"depths: expected depths that differ in the first three "
                              f"decimals, got {list(depths)}")
         object.__setattr__(self, "depths", tuple(sorted(float(d) for d in depths)))
-        if self.draw not in ("seed", "cell"):
-            raise ValueError(f"draw: expected seed or cell, got {self.draw!r}")
+        if self.draw not in DRAWS:
+            raise ValueError(f"draw: expected {' or '.join(DRAWS)}, got {self.draw!r}")
         check_int(self.candidates, "candidates", minimum=2)
         seeds = tuple(check_int(s, "seeds", minimum=0) for s in self.seeds)
         if not seeds or len(set(seeds)) != len(seeds):

@@ -22,6 +22,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from tisa.files import write_atomic
+from tisa.longeval.config import DRAWS
 
 __all__ = ["CSV_COLUMNS", "compare", "merge_summaries", "retrieval_scores", "summarise",
            "write_csv"]
@@ -141,6 +142,27 @@ def merge_summaries(
     return list(rows.values()), notes
 
 
+def _check_unit(unit: str) -> None:
+    if unit not in DRAWS:
+        raise ValueError(f"unit: expected {' or '.join(DRAWS)}, got {unit!r}")
+
+
+def paired_units(
+    own: dict[tuple, float], other: dict[tuple, float], unit: str = "seed"
+) -> tuple[list[float], list[float], bool]:
+    """The pairs of two readings of the same cells (Acc@1 by ``(depth, seed)``), over the
+    cells both have: by seed, each side averaged over that seed's depths; by cell, one
+    pair a cell (see :func:`compare`). Returns both sides' values, pair by pair, and
+    whether the pairs hold different numbers of cells."""
+    _check_unit(unit)
+    pairs: dict[Any, list[tuple]] = defaultdict(list)
+    for key in sorted(set(own) & set(other)):
+        pairs[key[1] if unit == "seed" else key].append(key)
+    a = [_mean([own[k] for k in keys]) for keys in pairs.values()]
+    b = [_mean([other[k] for k in keys]) for keys in pairs.values()]
+    return a, b, len({len(keys) for keys in pairs.values()}) > 1
+
+
 def compare(
     cells: Sequence[dict[str, Any]], models: Sequence[dict[str, Any]], *, level: float = 0.95,
     unit: str = "seed",
@@ -169,10 +191,9 @@ def compare(
     at that task and length (never the model's own native reading). Comparisons with fewer
     than two pairs are left out.
     """
-    if unit not in ("seed", "cell"):
-        raise ValueError(f"unit: expected seed or cell, got {unit!r}")
     from tisa.stats import holm, paired_difference
 
+    _check_unit(unit)
     native = {m["name"] for m in models if m.get("positions") is None}
     by: dict[tuple, dict[tuple, float]] = defaultdict(dict)
     for c in cells:
@@ -195,15 +216,10 @@ def compare(
         best = max((v for (om, _), v in means.items() if om != model), default=None)
         for om, os_, scores in others:
             common = sorted(set(own) & set(scores))
-            pairs: dict[Any, list[tuple]] = defaultdict(list)  # (depth, seed) keys by unit
-            for key in common:
-                pairs[key[1] if unit == "seed" else key].append(key)
-            if len(pairs) < 2:
+            a, b, unbalanced = paired_units(own, scores, unit)
+            if len(a) < 2:
                 continue
-            a = [_mean([own[k] for k in keys]) for keys in pairs.values()]
-            b = [_mean([scores[k] for k in keys]) for keys in pairs.values()]
             diff = paired_difference(a, b, level=level)
-            unbalanced = len({len(keys) for keys in pairs.values()}) > 1
             rows.append(
                 {
                     "model": model,

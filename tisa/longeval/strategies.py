@@ -300,11 +300,11 @@ class _LongerTable(Strategy):
         enc = self.encoder
         inputs = [enc.frame(ids) for ids in content]
         long = [i for i, x in enumerate(inputs) if not self._within(len(x))]
-        if self._within(length) or not long:
+        short = [i for i, x in enumerate(inputs) if self._within(len(x))]
+        if not long:
             return enc.run(inputs)
         with longer_table(enc.model, self.table(length), enc.first):
             read = enc.run([inputs[i] for i in long])
-        short = [i for i in range(len(inputs)) if i not in set(long)]
         if not short:
             return read
         out = torch.empty(len(inputs), read.shape[1], dtype=read.dtype)

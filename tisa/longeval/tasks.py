@@ -35,6 +35,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tisa.longeval.config import DRAWS
+
 __all__ = [
     "FILLER",
     "MAX_GAP",
@@ -49,8 +51,6 @@ __all__ = [
 
 #: bumped when the construction changes: saved cells of another version are recomputed
 VERSION = 2
-#: how documents are drawn: once per seed (shared by its depths) or once per cell
-DRAWS = ("seed", "cell")
 #: words of unused text between two documents of the passage task (fewer where the text
 #: is short for the cell)
 MAX_GAP = 1000
